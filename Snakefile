@@ -1,0 +1,25 @@
+# hetfl: federated learning under client heterogeneity, from data to figures.
+# `snakemake --cores all` runs the default suite (config/config.yaml); see README.md and config/README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/partition.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/plot.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

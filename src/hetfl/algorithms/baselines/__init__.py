@@ -1,0 +1,1 @@
+"""Baselines shared by every family: FedAvg and Local (each client alone)."""

@@ -1,0 +1,1 @@
+"""Personalized federated learning: pFedMe (and, with the personalized issue, Per-FedAvg, FFGG, FedAlt, FedSim)."""

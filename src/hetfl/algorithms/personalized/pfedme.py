@@ -1,0 +1,123 @@
+"""pFedMe: Personalized Federated Learning with Moreau Envelopes.
+
+Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen, NeurIPS 2020, Algorithm 1.
+https://arxiv.org/abs/2006.08848 — official code https://github.com/CharlieDinh/pFedMe
+(spec: ``specs/pfedme.md`` §1.2 paper version, §1.3 official code).
+
+Objective: min_w (1/N) Σ_i F_i(w), F_i(w) = min_θ f_i(θ) + λ/2 ‖θ − w‖² (Moreau envelope).
+Round t (Algorithm 1):
+
+    every client i: w_{i,0} = w_t
+      for r = 0..R−1: sample a minibatch D_i
+          θ̃_i ≈ argmin_θ f̃_i(θ; D_i) + λ/2‖θ − w_{i,r}‖²   (K gradient steps of size personal_lr, on D_i)
+          w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i)
+    server samples S clients; w_{t+1} = (1 − β) w_t + β/S Σ_{i∈S} w_{i,R}
+
+Models evaluated: ``global`` = w_t; ``personal`` = θ̃_i, the paper's personalized model (the last inner
+solution of the round); ``local`` = w_{i,R}, what the official code actually evaluates as its
+"personalized model" (spec §1.3, issue #5 of the official repo). Both are logged, labelled.
+
+Paper vs official code, as named options (default = paper where the paper is explicit):
+
+| option | default (paper) | official code |
+|---|---|---|
+| ``client_weights`` | ``uniform`` (β/S Σ) | ``samples`` (n_i-weighted) |
+| ``inner_l2`` μ | 0 | 0.001 (a ridge term μθ inside the inner solver only) |
+| ``inner_init`` | ``warm`` (θ carried across r, reset to w_t each round: the paper is silent, so the code's choice) | ``warm`` |
+| ``train_clients`` | ``all`` (all N clients do the local rounds, both paper and code) | ``all`` |
+| minibatches | the study's ``sampling`` (``epoch``: fresh shuffled batches) | ``sampling: sequential`` |
+
+``train_clients: sampled`` is an extension (only the S sampled clients train; the others keep their
+last personal model): cheaper, not the paper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from hetfl.algorithms.base import Algorithm
+from hetfl.algorithms.hyperparameters import Federated
+from hetfl.engine.grad import client_grads
+from hetfl.engine.params import Params, broadcast, clone, lerp
+
+
+@dataclasses.dataclass(frozen=True)
+class PFedMeHyperparameters(Federated):
+    """pFedMe's hyper-parameters (official flag names in parentheses).
+
+    ``lr`` η (--learning_rate), ``local_steps`` R (--local_epochs), ``batch_size`` |D|,
+    ``clients_per_round`` S (--numusers), ``lam`` λ (--lamda), ``K`` inner steps, ``personal_lr``
+    (--personal_learning_rate), ``beta`` β server mixing (β = 1: plain averaging), ``inner_l2`` μ,
+    ``inner_init``, ``train_clients``, ``client_weights``. Defaults: the paper's MNIST setting.
+    """
+
+    lam: float = 15.0
+    K: int = 5
+    personal_lr: float = 0.09
+    beta: float = 1.0
+    inner_l2: float = 0.0
+    inner_init: Literal["warm", "local"] = "warm"
+    train_clients: Literal["all", "sampled"] = "all"
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "lam", "K", "personal_lr", "beta")
+        self._positive(key, "inner_l2", allow_zero=True)
+
+
+class PFedMe(Algorithm):
+    """pFedMe. State: ``w [1, ...]`` (server), ``theta [N, ...]`` (θ̃_i), ``local [N, ...]`` (w_{i,R})."""
+
+    name = "pfedme"
+    Hyperparameters = PFedMeHyperparameters
+    models = ("global", "personal", "local")
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.w = self.initial_model()
+        self.theta = broadcast(self.w, fed.num_clients)
+        self.local = broadcast(self.w, fed.num_clients)
+
+    def _local_rounds(self, clients: Tensor) -> tuple[Params, Params]:
+        """R local rounds of ``clients [C]`` from w_t. Returns (θ̃ [C, ...], w_{i,R} [C, ...])."""
+        hp = self.hp
+        local = broadcast(self.w, len(clients))  # w_{i,0} = w_t
+        theta = clone(local)
+        for _ in range(hp.local_steps):
+            batch = self.fed.batch(self.sampler, clients)  # one D_i for all K inner steps
+            if hp.inner_init == "local":
+                theta = clone(local)
+            thetas, locals_ = list(theta.values()), list(local.values())
+            for _ in range(hp.K):
+                # θ ← θ − plr (∇f̃(θ; D) + λ(θ − w_{i,r}) + μθ), as θ ← lerp(θ, w_{i,r}, plr·λ) − plr (∇f̃ + μθ)
+                _, grads = client_grads(self.fed.model, theta, batch)
+                with torch.no_grad():
+                    g = list(grads.values())
+                    if hp.inner_l2:
+                        torch._foreach_add_(g, thetas, alpha=hp.inner_l2)
+                    torch._foreach_lerp_(thetas, locals_, hp.personal_lr * hp.lam)
+                    torch._foreach_add_(thetas, g, alpha=-hp.personal_lr)
+            with torch.no_grad():  # w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i) = lerp(w_{i,r}, θ̃_i, ηλ)
+                torch._foreach_lerp_(locals_, thetas, hp.lr * hp.lam)
+        return theta, local
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        if self.hp.train_clients == "all":
+            clients = self.fed.all_clients()
+            self.theta, self.local = self._local_rounds(clients)
+            uploaded = {k: v.index_select(0, sampled.to(v.device)) for k, v in self.local.items()}
+        else:
+            theta, uploaded = self._local_rounds(sampled)
+            rows = sampled.to(self.fed.device)
+            for k in self.theta:
+                self.theta[k][rows] = theta[k]
+                self.local[k][rows] = uploaded[k]
+        # w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
+        self.w = lerp(self.w, self.aggregate(uploaded, sampled), self.hp.beta)
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"global": self.w, "personal": self.theta, "local": self.local}

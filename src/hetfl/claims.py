@@ -1,0 +1,365 @@
+"""A paper's qualitative claims, written as comparisons and checked on a study's aggregate.
+
+A study's config lists its claims, each a string or a dict::
+
+    claims:
+      - "pfedme.test_acc_personal > fedavg.test_acc_global"
+      - id: C1
+        text: "pFedMe (PM) beats FedAvg on MNIST"       # the paper's words
+        check: "best(test_acc_personal[pfedme]) > best(test_acc_global[fedavg]) + 0.01"
+        at: final                                       # statistic of bare operands
+
+Grammar of ``check``:
+
+- operands: ``run.metric`` when the run label is an identifier, or ``metric[label]`` for any label
+  (``test_acc_personal[pfedme-lam=15]``);
+- statistics: ``final(op)``, ``best(op)`` (best over rounds, the pFedMe paper's metric),
+  ``last(op, k)`` (mean of the last k evaluated rounds), ``at(op, round)``, ``diverged(op)`` (the
+  fraction of the run's seeds that diverged, so ``diverged(x[lam30]) > 0`` claims a divergence);
+  a bare operand takes the claim's ``at`` (``final`` | ``best`` | ``last<k>`` | ``round=<n>``;
+  default ``final``);
+- numbers, ``+ - * /``, unary minus, parentheses;
+- one comparison, ``<``, ``<=``, ``>`` or ``>=``, possibly chained: ``a < b < c`` holds when every
+  adjacent pair does (a monotonicity claim).
+
+Parsing never evaluates the text: operands are replaced by placeholders and the result is
+parsed by :mod:`ast` and checked against a whitelist of node types; evaluation walks that tree.
+
+A claim ``holds`` when its comparison holds on the seed means of its operands (statistics follow
+:mod:`hetfl.aggregate`: a diverged seed has no value and is left out of the mean). The same
+expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hetfl.aggregate import seed_values
+from hetfl.errors import ConfigError
+
+FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
+"""Statistic functions and how many integer arguments follow the operand."""
+
+CLAIM_KEYS = ("id", "text", "check", "at")
+AT_FORMS = ("final", "best", "last<k>", "round=<n>")
+MAX_CHECK_LENGTH = 500
+
+_COMPARE = {
+    ast.Lt: ("<", operator.lt),
+    ast.LtE: ("<=", operator.le),
+    ast.Gt: (">", operator.gt),
+    ast.GtE: (">=", operator.ge),
+}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_BRACKET = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\s*\[([^\[\]]*)\]")
+_DOTTED = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*[(\[])")
+_PLACEHOLDER = re.compile(r"\b_op\d+\b")
+
+
+@dataclass(frozen=True)
+class Term:
+    """A statistic of one metric of one run: ``stat`` as in :func:`hetfl.aggregate.seed_values`."""
+
+    run: str
+    metric: str
+    stat: str
+    arg: int | None = None
+
+    def __str__(self) -> str:
+        stat = {"last": f"last{self.arg}", "at": f"round={self.arg}"}.get(self.stat, self.stat)
+        return f"{self.metric}[{self.run}]@{stat}"
+
+
+def _parse_at(at: object, key: str) -> tuple[str, int | None]:
+    """``final`` | ``best`` | ``last<k>`` | ``round=<n>`` → (statistic, argument)."""
+    text = str(at).strip()
+    if text in ("final", "best"):
+        return text, None
+    match = re.fullmatch(r"last(\d+)|round=(\d+)", text)
+    if match and match.group(1) and int(match.group(1)) > 0:
+        return "last", int(match.group(1))
+    if match and match.group(2):
+        return "at", int(match.group(2))
+    raise ConfigError(key, f"unknown statistic {at!r}", allowed=AT_FORMS)
+
+
+class _Compiler:
+    """Checks a parsed claim against the whitelist and turns it into nested tuples over Terms."""
+
+    def __init__(self, key: str, operands: dict[str, tuple[str, str]], default: tuple[str, int | None]):
+        self.key, self.operands, self.default = key, operands, default
+        self.terms: list[Term] = []
+
+    def fail(self, message: str, allowed: Iterable[object] | None = None):
+        raise ConfigError(self.key, message, allowed=allowed)
+
+    def term(self, name: str, stat: str, arg: int | None) -> tuple:
+        run, metric = self.operands[name]
+        term = Term(run, metric, stat, arg)
+        if term not in self.terms:
+            self.terms.append(term)
+        return ("term", self.terms.index(term))
+
+    def integer(self, node: ast.expr, what: str, minimum: int) -> int:
+        if not (isinstance(node, ast.Constant) and type(node.value) is int and node.value >= minimum):
+            self.fail(f"{what} must be an integer >= {minimum}")
+        return node.value
+
+    def call(self, node: ast.Call) -> tuple:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name not in FUNCTIONS:
+            self.fail(f"function {ast.unparse(node.func)!r} is not allowed", allowed=FUNCTIONS)
+        if node.keywords or len(node.args) != 1 + FUNCTIONS[name]:
+            self.fail(f"{name}() takes an operand" + (" and an integer" if FUNCTIONS[name] else ""))
+        operand = node.args[0]
+        if not (isinstance(operand, ast.Name) and operand.id in self.operands):
+            self.fail(f"the first argument of {name}() must be an operand (run.metric or metric[run])")
+        arg = None
+        if name == "last":
+            arg = self.integer(node.args[1], "the k of last(op, k)", 1)
+        elif name == "at":
+            arg = self.integer(node.args[1], "the round of at(op, round)", 0)
+        return self.term(operand.id, name, arg)
+
+    def expr(self, node: ast.expr) -> tuple:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return ("num", float(node.value))
+        if isinstance(node, ast.Name):
+            if node.id not in self.operands:
+                self.fail(f"unknown name {node.id!r}: an operand is run.metric or metric[run]")
+            return self.term(node.id, *self.default)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return ("bin", _BINARY[type(node.op)], self.expr(node.left), self.expr(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return ("unary", _UNARY[type(node.op)], self.expr(node.operand))
+        self.fail(
+            f"{type(node).__name__} {ast.unparse(node)!r} is not allowed; use numbers, operands, "
+            "+ - * /, final() best() last() at() diverged() and one comparison"
+        )
+
+    def claim(self, tree: ast.Expression) -> tuple:
+        node = tree.body
+        if not isinstance(node, ast.Compare):
+            self.fail("a claim must be a comparison (<, <=, >, >=)")
+        bad = [type(op).__name__ for op in node.ops if type(op) not in _COMPARE]
+        if bad:
+            self.fail(f"comparison {bad[0]} is not allowed", allowed=["<", "<=", ">", ">="])
+        sides = [self.expr(e) for e in [node.left, *node.comparators]]
+        return ("cmp", [_COMPARE[type(op)] for op in node.ops], sides)
+
+
+def _compile(
+    check: str, at: object, key: str, runs: Iterable[str] | None = None, metrics: Iterable[str] | None = None
+) -> tuple[tuple, list[Term]]:
+    """Parse ``check``; with ``runs``/``metrics`` given, also check the operands exist.
+
+    Returns the comparison tree and its Terms. Raises ConfigError naming ``key``.
+    """
+    default = _parse_at(at, key.rsplit(".", 1)[0] + ".at")
+    if not isinstance(check, str) or not check.strip():
+        raise ConfigError(key, "a claim needs a non-empty check string")
+    if len(check) > MAX_CHECK_LENGTH:
+        raise ConfigError(key, f"a check is at most {MAX_CHECK_LENGTH} characters")
+    if _PLACEHOLDER.search(check):
+        raise ConfigError(key, "names like _op0 are reserved")
+    operands: dict[str, tuple[str, str]] = {}
+
+    def substitute(match: re.Match, swap: bool) -> str:
+        run, metric = (match.group(2).strip(), match.group(1)) if swap else match.groups()
+        name = f"_op{len(operands)}"
+        operands[name] = (run, metric)
+        return name
+
+    text = _BRACKET.sub(lambda m: substitute(m, True), check)
+    text = _DOTTED.sub(lambda m: substitute(m, False), text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as err:
+        raise ConfigError(key, f"cannot parse {check!r}: {err.msg}") from None
+    compiler = _Compiler(key, operands, default)
+    tree = compiler.claim(tree)
+    runs, metrics = (None if x is None else sorted(set(x)) for x in (runs, metrics))
+    for term in compiler.terms:
+        if runs is not None and term.run not in runs:
+            hint = " (write metric[label] for labels that are not identifiers)" if "." in check else ""
+            raise ConfigError(key, f"unknown run {term.run!r} in {check!r}{hint}", allowed=runs)
+        if metrics is not None and term.metric not in metrics:
+            raise ConfigError(key, f"unknown metric {term.metric!r} in {check!r}", allowed=metrics)
+    return tree, compiler.terms
+
+
+def normalize_claims(claims: list, runs: list[str], metrics: set[str], key: str) -> list[dict]:
+    """Validate a study's ``claims`` and bring each to ``{id, text, check, at}``.
+
+    Args:
+        claims: the config list: strings (the check itself) or dicts with keys id, text, check, at.
+        runs: the study's run labels; metrics: the metric names its runs report.
+        key: the dotted config key of the list, e.g. ``studies.pfedme_mnist.claims``.
+
+    Returns:
+        One dict per claim: ``id`` (given, or ``C1``, ``C2``… by position), ``text`` (default: the
+        check), ``check`` (stripped), ``at`` (default ``final``).
+
+    Raises:
+        ConfigError: naming ``{key}[i]`` (bad entry or unknown key), ``{key}[i].check`` (syntax,
+        disallowed construct, unknown run or metric, with the allowed ones), ``{key}[i].at`` or a
+        duplicate ``{key}[i].id``.
+    """
+    if not isinstance(claims, list):
+        raise ConfigError(key, "claims must be a list")
+    out, seen = [], set()
+    for i, entry in enumerate(claims):
+        where = f"{key}[{i}]"
+        if isinstance(entry, str):
+            entry = {"check": entry}
+        if not isinstance(entry, dict):
+            raise ConfigError(where, "a claim is a string or a mapping")
+        unknown = sorted(set(entry) - set(CLAIM_KEYS))
+        if unknown:
+            raise ConfigError(where, f"unknown key(s) {', '.join(unknown)}", allowed=CLAIM_KEYS)
+        check = entry.get("check")
+        if not isinstance(check, str):
+            raise ConfigError(f"{where}.check", "a claim needs a check string")
+        claim = {
+            "id": str(entry.get("id", f"C{i + 1}")),
+            "text": str(entry.get("text", check.strip())),
+            "check": check.strip(),
+            "at": str(entry.get("at", "final")),
+        }
+        if claim["id"] in seen:
+            raise ConfigError(f"{where}.id", f"duplicate claim id {claim['id']!r}")
+        seen.add(claim["id"])
+        _compile(claim["check"], claim["at"], f"{where}.check", runs, metrics)
+        out.append(claim)
+    return out
+
+
+def _evaluate(node: tuple, values: list):
+    """Evaluate an expression tree; ``values[j]`` (a float or an array over seeds) for Term j."""
+    kind = node[0]
+    if kind == "num":
+        return node[1]
+    if kind == "term":
+        return values[node[1]]
+    if kind == "unary":
+        return node[1](_evaluate(node[2], values))
+    with np.errstate(all="ignore"):
+        return node[1](np.asarray(_evaluate(node[2], values), float), _evaluate(node[3], values))
+
+
+def _compare(tree: tuple, values: list) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+    """Evaluate a comparison elementwise over ``values``.
+
+    Returns (holds, undetermined, pairs): holds is False where undetermined (a side is not finite);
+    pairs are ``(symbol, lhs, rhs)`` per adjacent pair of sides.
+    """
+    _, ops, sides = tree
+    sides = np.broadcast_arrays(*[np.asarray(_evaluate(side, values), float) for side in sides])
+    pairs = [(symbol, fn, lhs, rhs) for (symbol, fn), lhs, rhs in zip(ops, sides, sides[1:], strict=False)]
+    undetermined = np.logical_or.reduce([~np.isfinite(side) for side in sides])
+    holds = np.logical_and.reduce([fn(lhs, rhs) for _, fn, lhs, rhs in pairs])
+    return holds & ~undetermined, undetermined, [(symbol, lhs, rhs) for symbol, _, lhs, rhs in pairs]
+
+
+def _margin(pairs: list[tuple]) -> float:
+    """Smallest signed slack over the pairs: >= 0 when every pair holds (> 0 for strict ones)."""
+    return float(min((lhs - rhs) if symbol.startswith(">") else (rhs - lhs) for symbol, lhs, rhs in pairs))
+
+
+def _describe(term: Term, values: pd.Series) -> str:
+    finite = values[np.isfinite(values)]
+    text = f"{term} = {finite.mean():.4g}" if len(finite) else f"{term} = nan"
+    if len(finite) > 1:
+        text += f" ± {finite.std(ddof=1):.2g}"
+    n = f"{len(finite)}" if len(finite) == len(values) else f"{len(finite)} of {len(values)}"
+    return f"{text} (n={n})"
+
+
+CLAIMS_COLUMNS = ["id", "text", "check", "at", "holds", "seeds_holding", "margin", "comparisons", "operands"]
+
+
+def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """Check normalized claims (see :func:`normalize_claims`) on a study's records.
+
+    Args:
+        claims: ``{id, text, check, at}`` dicts.
+        long, status: as returned by :func:`hetfl.aggregate.load_runs` (one study).
+
+    Returns:
+        One row per claim: id, text, check, at; holds (``yes`` | ``no`` | ``undetermined`` when an
+        operand has no value, e.g. every seed of its run diverged or the round was not evaluated),
+        decided on the operands' means over seeds; seeds_holding (``k/n``: seeds, aligned by seed
+        id over the runs involved, on which the expression holds; a seed where an operand is
+        missing does not hold and is counted as undetermined); margin (the smallest signed slack
+        ``lhs - rhs`` for ``>``/``>=``, ``rhs - lhs`` for ``<``/``<=`` over the comparisons, on the
+        means); comparisons (``lhs op rhs`` per pair, on the means); operands (each operand's mean
+        ± std (ddof=1) over seeds with n).
+
+    Raises:
+        ConfigError: a check does not parse (key ``claims[i].check``).
+    """
+    cache: dict[tuple[str, int | None], dict[tuple[str, str], pd.Series]] = {}
+    rows = []
+    for i, claim in enumerate(claims):
+        tree, terms = _compile(claim["check"], claim.get("at", "final"), f"claims[{i}].check")
+        per_term = []
+        for term in terms:
+            stat = (term.stat, term.arg)
+            if stat not in cache:
+                values = seed_values(long, status, *stat)
+                cache[stat] = {k: g.set_index("seed")["value"] for k, g in values.groupby(["run", "metric"])}
+            per_term.append(cache[stat].get((term.run, term.metric), pd.Series(dtype=float)))
+        seeds = sorted(set(status.loc[status["run"].isin({t.run for t in terms}), "seed"]))
+        per_seed = [s.reindex(seeds).to_numpy(float) for s in per_term]
+        means = [float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for v in per_seed]
+        holds, undetermined, pairs = _compare(tree, means)
+        seed_holds, seed_undetermined, _ = _compare(tree, per_seed)
+        count = f"{int(seed_holds.sum())}/{len(seeds)}"
+        if seed_undetermined.any():
+            count += f" ({int(seed_undetermined.sum())} undetermined)"
+        rows.append(
+            {
+                **{k: claim.get(k, "") for k in ("id", "text", "check")},
+                "at": claim.get("at", "final"),
+                "holds": "undetermined" if undetermined else ("yes" if holds else "no"),
+                "seeds_holding": count,
+                "margin": np.nan if undetermined else _margin(pairs),
+                "comparisons": "; ".join(f"{lhs:.4g} {symbol} {rhs:.4g}" for symbol, lhs, rhs in pairs),
+                "operands": "; ".join(
+                    _describe(t, pd.Series(v)) for t, v in zip(terms, per_seed, strict=True)
+                ),
+            }
+        )
+    return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+
+
+def claims_markdown(df: pd.DataFrame) -> str:
+    """A Markdown table of checked claims (id, claim, check, holds, seeds, comparisons), followed by
+    each claim's operands with their mean ± std over seeds."""
+
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|")
+
+    table = pd.DataFrame(
+        {
+            "id": df["id"],
+            "claim": df["text"].map(cell),
+            "check": df["check"].map(lambda c: f"`{cell(c)}`"),
+            "holds": df["holds"],
+            "seeds": df["seeds_holding"],
+            "means": df["comparisons"],
+        }
+    )
+    lines = [table.to_markdown(index=False), "", "Operands (mean ± std over seeds):", ""]
+    lines += [f"- {row.id}: {cell(row.operands)}" for row in df.itertuples()]
+    return "\n".join(lines) + "\n"

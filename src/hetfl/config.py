@@ -1,0 +1,330 @@
+"""Resolve and validate the workflow configuration: studies -> datasets, partitions and run specs.
+
+Everything the workflow plans comes from ``build_suite(config)``, which fails before any job runs,
+with a ``ConfigError`` naming the dotted key and the allowed values, on: an unknown study key,
+dataset, partition scheme, model, algorithm, hyper-parameter, metric or run in a figure/claim; a
+value of the wrong type or out of range; an impossible partition (more clients than samples, a
+Dirichlet split that cannot give every client its minimum) or more sampled clients than clients.
+
+Precedence of a run's settings: study level (``eval_every``, ``sampling``, ``device``, ``dtype``,
+``model``) < the study's ``defaults`` < the run's own entry. ``defaults`` holds values shared by every
+run; a run takes from it only the keys its algorithm knows. ``grid`` expands a run into the
+Cartesian product of the listed values, labelled ``<run>-<key>=<value>[-...]``.
+The keys are documented in ``config/README.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hetfl.algorithms import algorithm_module, get_algorithm
+from hetfl.claims import normalize_claims
+from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
+from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
+from hetfl.engine.sampler import MODES as SAMPLING_MODES
+from hetfl.errors import ConfigError
+from hetfl.ids import canonical_json
+from hetfl.metrics import metric_names
+from hetfl.models import build_model, normalize_model_spec
+from hetfl.plotting import normalize_figures
+
+STUDY_KEYS = (
+    "description",
+    "dataset",
+    "partition",
+    "model",
+    "rounds",
+    "seeds",
+    "eval_every",
+    "sampling",
+    "device",
+    "dtype",
+    "defaults",
+    "runs",
+    "grid",
+    "figures",
+    "claims",
+    "paper",
+)
+REQUIRED_STUDY_KEYS = ("dataset", "partition", "model", "rounds", "seeds", "runs")
+RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, with their study-level defaults
+    "eval_every": 1,
+    "sampling": "epoch",
+    "device": "auto",
+    "dtype": "float32",
+}
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "float64")
+LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
+
+
+@dataclass
+class RunSpec:
+    """One run of a study: algorithm, hyper-parameters, data and engine settings (seed excluded)."""
+
+    study: str
+    label: str
+    algorithm: str
+    hyperparameters: dict[str, Any]
+    models: tuple[str, ...]
+    settings: dict[str, Any]
+
+    def as_dict(self, study: Study) -> dict[str, Any]:
+        """The fully resolved spec a training job receives (JSON-serializable)."""
+        return {
+            "study": self.study,
+            "run": self.label,
+            "algorithm": self.algorithm,
+            "hyperparameters": self.hyperparameters,
+            "dataset": study.dataset,
+            "partition": study.partition,
+            "rounds": study.rounds,
+            **self.settings,
+        }
+
+
+@dataclass
+class Study:
+    """A resolved study."""
+
+    name: str
+    dataset: dict[str, Any]
+    dataset_id: str
+    partition: dict[str, Any]
+    partition_id: str
+    num_clients: int
+    rounds: int
+    seeds: list[int]
+    runs: dict[str, RunSpec]
+    metrics: set[str]
+    figures: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    paper: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def partition_seed(self, seed: int) -> int:
+        """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
+        fixed = self.partition.get("seed")
+        return int(seed) if fixed is None else int(fixed)
+
+    def run_json(self, label: str) -> str:
+        """Canonical JSON of run ``label``'s spec (the params-trigger value of its training jobs)."""
+        return canonical_json(self.runs[label].as_dict(self))
+
+
+@dataclass
+class Suite:
+    """All studies of the config, and the selected ones (``select``, default: all)."""
+
+    studies: dict[str, Study]
+    selected: list[str]
+
+
+def _require_mapping(value: Any, key: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(key, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _format_value(value: Any) -> str:
+    return str(value).replace(" ", "").replace("/", "_")
+
+
+def expand_grid(runs: dict[str, dict], grid: dict[str, dict], key: str) -> dict[str, dict]:
+    """Replace each run named in ``grid`` by its variants, one per combination of the listed values.
+
+    Example: ``{"pfedme": {"lam": [7, 15], "K": [1, 5]}}`` -> runs ``pfedme-lam=7-K=1``, ...
+
+    Raises:
+        ConfigError: the grid names an unknown run, or a value list is empty / not a list.
+    """
+    out: dict[str, dict] = {}
+    for label, run in runs.items():
+        if label not in grid:
+            out[label] = run
+            continue
+        axes = _require_mapping(grid[label], f"{key}.{label}")
+        for name, values in axes.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{key}.{label}.{name}", "expected a non-empty list of values")
+        for combo in itertools.product(*axes.values()):
+            variant = {**run, **dict(zip(axes, combo, strict=True))}
+            suffix = "-".join(f"{n}={_format_value(v)}" for n, v in zip(axes, combo, strict=True))
+            out[f"{label}-{suffix}"] = variant
+    unknown = set(grid) - set(runs)
+    if unknown:
+        raise ConfigError(
+            f"{key}.{sorted(unknown)[0]}", "grid names a run the study does not have", allowed=runs
+        )
+    return out
+
+
+def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
+    out = dict(values)
+    if not isinstance(out["eval_every"], int) or isinstance(out["eval_every"], bool) or out["eval_every"] < 1:
+        raise ConfigError(f"{key}.eval_every", f"expected a positive integer, got {out['eval_every']!r}")
+    for name, allowed in (("sampling", SAMPLING_MODES), ("device", DEVICES), ("dtype", DTYPES)):
+        if out[name] not in allowed:
+            raise ConfigError(f"{key}.{name}", f"unknown value {out[name]!r}", allowed=allowed)
+    return out
+
+
+def resolve_run(study: str, label: str, run: dict, defaults: dict, base: dict, key: str) -> RunSpec:
+    """Resolve one run: its algorithm, hyper-parameters (defaults filled in) and settings.
+
+    Args:
+        run: the run's config entry (``algorithm`` plus hyper-parameters and settings).
+        defaults: the study's ``defaults`` (only keys the algorithm knows are taken).
+        base: study-level settings and the study's model spec.
+        key: dotted config path of the run.
+    """
+    if not LABEL.match(label):
+        raise ConfigError(key, f"run label '{label}' may contain only letters, digits and _ . = + -")
+    run = _require_mapping(run, key)
+    if "algorithm" not in run:
+        raise ConfigError(f"{key}.algorithm", "every run names its algorithm")
+    cls = get_algorithm(run["algorithm"], key=f"{key}.algorithm")
+    known = set(cls.Hyperparameters.names())
+    merged = {k: v for k, v in defaults.items() if k in known or k in RUN_SETTINGS or k == "model"}
+    merged.update({k: v for k, v in run.items() if k != "algorithm"})
+    settings = {name: merged.pop(name, base[name]) for name in RUN_SETTINGS}
+    model = {**base["model"], **_require_mapping(merged.pop("model", {}), f"{key}.model")}
+    hp = cls.Hyperparameters.from_dict(merged, key)
+    settings = _settings(settings, key)
+    settings["model"] = normalize_model_spec(model, f"{key}.model")
+    return RunSpec(study, label, cls.name, hp.as_dict(), cls.models, settings)
+
+
+def resolve_study(name: str, study: dict) -> Study:
+    """Validate and resolve one study (see the module docstring).
+
+    Raises:
+        ConfigError: naming the offending key.
+    """
+    key = f"studies.{name}"
+    study = _require_mapping(study, key)
+    for k in study:
+        if k not in STUDY_KEYS:
+            raise ConfigError(f"{key}.{k}", "unknown study key", allowed=STUDY_KEYS)
+    for k in REQUIRED_STUDY_KEYS:
+        if k not in study:
+            raise ConfigError(f"{key}.{k}", "missing required study key")
+    rounds, seeds = study["rounds"], study["seeds"]
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or len(set(seeds)) != len(seeds)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+    ):
+        raise ConfigError(
+            f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
+        )
+
+    dataset = normalize_dataset_spec(_require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
+    info = dataset_info(dataset)
+    partition = normalize_partition_spec(
+        _require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
+    )
+    fixed = partition.get("seed")
+    check_partition(
+        partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
+    )
+    num_clients = int(partition["clients"])
+
+    base = {name: study.get(name, default) for name, default in RUN_SETTINGS.items()}
+    base["model"] = _require_mapping(study["model"], f"{key}.model")
+    defaults = _require_mapping(study.get("defaults", {}), f"{key}.defaults")
+    runs_cfg = _require_mapping(study["runs"], f"{key}.runs")
+    if not runs_cfg:
+        raise ConfigError(f"{key}.runs", "a study needs at least one run")
+    runs_cfg = expand_grid(runs_cfg, _require_mapping(study.get("grid", {}), f"{key}.grid"), f"{key}.grid")
+    runs = {
+        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}")
+        for label, run in runs_cfg.items()
+    }
+    _check_defaults(defaults, runs, f"{key}.defaults")
+    for label, spec in runs.items():
+        _check_run_against_data(spec, info, num_clients, f"{key}.runs.{label}")
+
+    metrics = {m for spec in runs.values() for m in metric_names(spec.models)}
+    figures_cfg = study.get("figures") or _default_figures(metrics)
+    figures = normalize_figures(figures_cfg, list(runs), metrics, f"{key}.figures")
+    claims = normalize_claims(study.get("claims") or [], list(runs), metrics, f"{key}.claims")
+    return Study(
+        name=name,
+        dataset=dataset,
+        dataset_id=dataset_id(dataset),
+        partition=partition,
+        partition_id=partition_id({k: v for k, v in partition.items() if k != "seed"}),
+        num_clients=num_clients,
+        rounds=rounds,
+        seeds=list(seeds),
+        runs=runs,
+        metrics=metrics,
+        figures=figures,
+        claims=claims,
+        paper=_require_mapping(study.get("paper", {}), f"{key}.paper"),
+        description=str(study.get("description", "")),
+    )
+
+
+def _default_figures(metrics: set[str]) -> list[str]:
+    return sorted(m for m in metrics if m.startswith(("test_acc_", "train_loss_")))
+
+
+def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
+    known = set(RUN_SETTINGS) | {"model"}
+    for spec in runs.values():
+        known |= set(spec.hyperparameters)
+    for k in defaults:
+        if k not in known:
+            raise ConfigError(f"{key}.{k}", "no run of this study uses this key", allowed=known)
+
+
+def _check_run_against_data(spec: RunSpec, info, num_clients: int, key: str) -> None:
+    s = spec.hyperparameters.get("clients_per_round")
+    if s is not None and s > num_clients:
+        raise ConfigError(
+            f"{key}.clients_per_round", f"{s} clients per round but the partition has {num_clients}"
+        )
+    try:
+        build_model(spec.settings["model"], tuple(info.sample_shape), info.num_classes)
+    except ValueError as err:
+        raise ConfigError(f"{key}.model.name", str(err)) from None
+
+
+def build_suite(config: dict) -> Suite:
+    """Resolve every study of ``config`` and the selection.
+
+    Args:
+        config: the Snakemake config: ``studies`` (name -> study) and optional ``select`` (list of names).
+
+    Raises:
+        ConfigError: naming the offending key.
+    """
+    studies_cfg = _require_mapping(config.get("studies"), "studies")
+    if not studies_cfg:
+        raise ConfigError("studies", "the config declares no study")
+    for k in config:
+        if k not in ("studies", "select"):
+            raise ConfigError(k, "unknown top-level key", allowed=("select", "studies"))
+    studies = {name: resolve_study(name, study) for name, study in studies_cfg.items()}
+    select = config.get("select") or list(studies)
+    if isinstance(select, str):
+        select = [s for s in select.split(",") if s]
+    for name in select:
+        if name not in studies:
+            raise ConfigError("select", f"unknown study '{name}'", allowed=studies)
+    return Suite(studies, list(select))
+
+
+def train_fingerprint(algorithm: str) -> str:
+    """Code fingerprint of a training job of ``algorithm`` (its module, the training driver, and their imports)."""
+    from hetfl.fingerprint import fingerprint
+
+    return fingerprint([algorithm_module(algorithm), "hetfl.train"])

@@ -1,0 +1,165 @@
+"""The in-memory dataset container, its cheap summary, and pixel normalization.
+
+A :class:`Dataset` is one pool of samples (for MNIST the 60k train and 10k test images together); the
+partition decides which client trains and tests on which sample. :class:`DatasetInfo` is what the
+workflow needs to validate a partition before any data is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+NORMALIZATIONS = ("none", "unit", "zscore")
+_CHUNK = 8192  # samples per chunk when normalizing
+
+
+@dataclass
+class Dataset:
+    """One pool of samples, already normalized.
+
+    Attributes:
+        name: the dataset's config name (``mnist5k``, ``synthetic``, ...).
+        x: float32 ``[n, *sample_shape]``; images are ``[n, 1, H, W]``, Synthetic is ``[n, dimension]``.
+        y: int64 ``[n]``, labels in ``0 .. num_classes - 1``.
+        num_classes: number of classes.
+        users: int64 ``[n]``, the natural client (user) of each sample, for datasets that have users
+            (Synthetic); ``None`` otherwise.
+    """
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    num_classes: int
+    users: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.x = np.asarray(self.x, dtype=np.float32)
+        self.y = np.asarray(self.y, dtype=np.int64)
+        if self.x.ndim < 1 or self.y.shape != (self.x.shape[0],):
+            raise ValueError(f"x {self.x.shape} and y {self.y.shape} do not describe the same samples")
+        if self.y.size and (self.y.min() < 0 or self.y.max() >= self.num_classes):
+            raise ValueError(f"labels must lie in 0..{self.num_classes - 1}")
+        if self.users is not None:
+            self.users = np.asarray(self.users, dtype=np.int64)
+            if self.users.shape != self.y.shape:
+                raise ValueError(f"users {self.users.shape} must have the shape of y {self.y.shape}")
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        """Shape of one sample, e.g. ``(1, 28, 28)`` or ``(60,)``."""
+        return tuple(int(s) for s in self.x.shape[1:])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the dataset to one uncompressed ``.npz`` file (atomically: temp file, then rename)."""
+        arrays = {
+            "name": np.array(self.name),
+            "x": self.x,
+            "y": self.y,
+            "num_classes": np.array(self.num_classes, dtype=np.int64),
+        }
+        if self.users is not None:
+            arrays["users"] = self.users
+        atomic_savez(path, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Dataset:
+        """Read a file written by :meth:`save` (``allow_pickle=False``: nothing is unpickled)."""
+        with np.load(path, allow_pickle=False) as f:
+            return cls(
+                name=str(f["name"]),
+                x=f["x"],
+                y=f["y"],
+                num_classes=int(f["num_classes"]),
+                users=f["users"] if "users" in f.files else None,
+            )
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What is known about a dataset without loading it (see ``hetfl.data.dataset_info``).
+
+    Attributes:
+        name: the dataset's config name.
+        num_samples: total number of samples in the pool.
+        num_classes: number of classes.
+        class_counts: int64 ``[num_classes]`` samples per label, or ``None`` when unknown without
+            generating the data (Synthetic).
+        sample_shape: shape of one sample.
+        num_users: number of natural users (Synthetic), else ``None``.
+        user_counts: int64 ``[num_users]`` samples per user, or ``None``.
+    """
+
+    name: str
+    num_samples: int
+    num_classes: int
+    class_counts: np.ndarray | None
+    sample_shape: tuple[int, ...]
+    num_users: int | None = None
+    user_counts: np.ndarray | None = None
+
+    @classmethod
+    def from_dataset(cls, ds: Dataset) -> DatasetInfo:
+        """The exact info of a loaded dataset (or of a labels-only stand-in)."""
+        user_counts = None if ds.users is None else np.bincount(ds.users)
+        return cls(
+            name=ds.name,
+            num_samples=len(ds),
+            num_classes=ds.num_classes,
+            class_counts=np.bincount(ds.y, minlength=ds.num_classes).astype(np.int64),
+            sample_shape=ds.sample_shape,
+            num_users=None if user_counts is None else int(user_counts.size),
+            user_counts=user_counts,
+        )
+
+
+def normalize_pixels(raw: np.ndarray, method: str, max_value: float) -> np.ndarray:
+    """Normalize raw pixel values; returns float32 of the same shape.
+
+    Args:
+        raw: ``[n, ...]`` raw pixels (MNIST 0..255, digits 0..16).
+        method: ``zscore`` -- pFedMe's per-pixel z-score over all ``n`` samples,
+            ``(x - mean) / (std + 0.001)`` (specs/pfedme.md §4.2; constant pixels become 0);
+            ``unit`` -- ``x / max_value``; ``none`` -- unchanged.
+        max_value: the nominal maximum raw value, used by ``unit``.
+
+    Raises:
+        ValueError: unknown method.
+    """
+    if method not in NORMALIZATIONS:
+        raise ValueError(f"unknown normalization {method!r}; allowed: {', '.join(NORMALIZATIONS)}")
+    raw = np.asarray(raw)
+    flat = raw.reshape(raw.shape[0], -1)
+    chunks = range(0, flat.shape[0], _CHUNK)
+    shift, scale = np.zeros(flat.shape[1]), np.ones(flat.shape[1])
+    if method == "zscore":  # two passes in float64, chunked: no float64 copy of the whole pool
+        shift = sum((flat[i : i + _CHUNK].sum(axis=0, dtype=np.float64) for i in chunks), shift) / len(flat)
+        sq = sum((((flat[i : i + _CHUNK] - shift) ** 2).sum(axis=0) for i in chunks), np.zeros_like(shift))
+        scale = np.sqrt(sq / len(flat)) + 0.001
+    elif method == "unit":
+        scale = scale * float(max_value)
+    out = np.empty(flat.shape, dtype=np.float32)
+    for i in chunks:
+        out[i : i + _CHUNK] = (flat[i : i + _CHUNK] - shift) / scale
+    return out.reshape(raw.shape)
+
+
+def atomic_savez(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez`` to exactly ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

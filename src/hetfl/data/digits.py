@@ -1,0 +1,26 @@
+"""``digits``: scikit-learn's ``load_digits`` (1,797 handwritten digits, 8x8, values 0..16).
+
+Shipped inside the scikit-learn wheel, so it works offline (specs/pfedme.md §6.2, item 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NUM_SAMPLES = 1797
+NUM_CLASSES = 10
+CLASS_COUNTS = (178, 182, 177, 183, 181, 182, 181, 179, 174, 180)
+SAMPLE_SHAPE = (1, 8, 8)
+MAX_VALUE = 16.0
+
+
+def load_digits_raw() -> tuple[np.ndarray, np.ndarray]:
+    """The raw digits.
+
+    Returns:
+        ``x`` float64 ``[1797, 1, 8, 8]`` raw values 0..16 and ``y`` int64 ``[1797]``, in stored order.
+    """
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return bunch.data.astype(np.float64).reshape(-1, *SAMPLE_SHAPE), bunch.target.astype(np.int64)

@@ -1,0 +1,250 @@
+"""Partitions: which samples each client trains and tests on (indices only, never copies of the data).
+
+A partition spec is the ``partition:`` mapping of a study, e.g.
+``{scheme: pathological, clients: 20, labels_per_client: 2}``. Common keys:
+
+- ``scheme``: one of :data:`SCHEMES` (the schemes live in ``hetfl.data.partitioners``);
+- ``clients``: number of clients N (required, except for ``natural`` where it defaults to the users);
+- ``test_fraction`` (0.25): per client, shuffle and keep the first ``int((1 - f) n)`` samples for
+  training, the rest for testing (pFedMe's ``int(0.75 * n)``);
+- ``seed`` (optional): a fixed partition seed; accepted here, the caller decides which seed to pass.
+
+Every client must end with at least one train and one test sample. Bad keys and infeasible requests
+raise :class:`~hetfl.errors.ConfigError` naming the dotted key, before any data is loaded where the
+:class:`~hetfl.data.dataset.DatasetInfo` allows it (:func:`normalize_partition_spec`,
+:func:`check_partition`), else when the partition is made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetfl.data.dataset import Dataset, DatasetInfo, atomic_savez
+from hetfl.data.partitioners import SCHEME_MODULES
+from hetfl.data.partitioners.common import min_client_size, split_train_test
+from hetfl.data.registry import MAX_SEED, REQUIRED, Option, check_options, float_check, int_check
+from hetfl.errors import ConfigError
+from hetfl.ids import canonical_json, spec_id
+
+SCHEMES: tuple[str, ...] = ("clusters", "dirichlet", "iid", "natural", "pathological")
+
+
+@dataclass
+class Partition:
+    """Per-client train and test indices into one dataset, and the clients' clusters.
+
+    A client's train and test indices are disjoint. Different clients' indices are disjoint too, except
+    under ``pathological`` with ``overlap: faithful``, which reproduces pFedMe's overlapping split.
+
+    Attributes:
+        train: per client, int64 indices into the dataset.
+        test: per client, int64 indices into the dataset.
+        cluster: int64 ``[num_clients]`` cluster id of each client (all 0 without clusters).
+        transforms: per cluster id, the transform its clients' data get (see ``hetfl.data.transforms``),
+            e.g. ``{"kind": "none"}`` or ``{"kind": "rotate", "angle": 90.0}``.
+    """
+
+    train: list[np.ndarray]
+    test: list[np.ndarray]
+    cluster: np.ndarray
+    transforms: list[dict]
+
+    def __post_init__(self) -> None:
+        self.train = [np.asarray(t, dtype=np.int64) for t in self.train]
+        self.test = [np.asarray(t, dtype=np.int64) for t in self.test]
+        self.cluster = np.asarray(self.cluster, dtype=np.int64)
+        if len(self.train) != len(self.test) or self.cluster.shape != (len(self.train),):
+            raise ValueError("train, test and cluster must have one entry per client")
+        if self.cluster.size and (self.cluster.min() < 0 or self.cluster.max() >= len(self.transforms)):
+            raise ValueError("every cluster id needs a transform")
+
+    @property
+    def num_clients(self) -> int:
+        """Number of clients N."""
+        return len(self.train)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write one ``.npz`` (atomically): the concatenated indices with ``[N + 1]`` offsets per split,
+        ``cluster``, and ``transforms`` as an array of JSON strings (no pickles)."""
+        arrays = {
+            "cluster": self.cluster,
+            "transforms": np.array([canonical_json(t) for t in self.transforms]),
+        }
+        for split, parts in (("train", self.train), ("test", self.test)):
+            arrays[f"{split}_indices"] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            arrays[f"{split}_offsets"] = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(
+                np.int64
+            )
+        atomic_savez(path, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Partition:
+        """Read a file written by :meth:`save` (``allow_pickle=False``)."""
+        with np.load(path, allow_pickle=False) as f:
+            splits = {}
+            for split in ("train", "test"):
+                idx, off = f[f"{split}_indices"], f[f"{split}_offsets"]
+                splits[split] = [idx[a:b] for a, b in zip(off[:-1], off[1:], strict=True)]
+            transforms = [json.loads(s) for s in f["transforms"].tolist()]
+            return cls(
+                train=splits["train"], test=splits["test"], cluster=f["cluster"], transforms=transforms
+            )
+
+
+# ----------------------------------------------------------------------------------------------------
+# specs
+
+
+def _common_options(scheme: str) -> dict[str, Option]:
+    return {
+        "clients": Option(None if scheme == "natural" else REQUIRED, int_check(lo=1)),
+        "test_fraction": Option(0.25, float_check(0.0, 1.0, lo_open=True, hi_open=True)),
+        "seed": Option(None, int_check(lo=0, hi=MAX_SEED)),
+    }
+
+
+def _check_scheme(spec: dict, key: str) -> str:
+    if not isinstance(spec, Mapping):
+        raise ConfigError(key, f"must be a mapping with a 'scheme', got {type(spec).__name__}")
+    scheme = spec.get("scheme")
+    if scheme not in SCHEMES:
+        raise ConfigError(f"{key}.scheme", f"unknown partition scheme {scheme!r}", allowed=SCHEMES)
+    return scheme
+
+
+def normalize_partition_spec(spec: dict, key: str, info: DatasetInfo) -> dict:
+    """Validate a partition spec against a dataset, fill the defaults, check static feasibility.
+
+    Args:
+        spec: the user's partition mapping.
+        key: its dotted config key, e.g. ``studies.pfedme_mnist.partition``.
+        info: the dataset's :func:`~hetfl.data.dataset_info`.
+
+    Returns:
+        a new dict with ``scheme``, the common keys and the scheme's options (defaults filled,
+        including dataset-dependent ones such as the cluster label groups).
+
+    Raises:
+        ConfigError: naming ``key.<option>``: unknown scheme or option (with the allowed ones), bad
+            values, ``clients`` x the smallest client > samples, and each scheme's static checks
+            (e.g. ``labels_per_client`` > classes, Dirichlet ``clients * min_size`` > samples).
+    """
+    scheme = _check_scheme(spec, key)
+    module = SCHEME_MODULES[scheme]
+    options = {**_common_options(scheme), **module.OPTIONS}
+    out = check_options(spec, key, options, f"partition scheme {scheme!r}", fixed=("scheme",))
+    if "clients" in out:
+        need = min_client_size(out["test_fraction"])
+        if out["clients"] * need > info.num_samples:
+            raise ConfigError(
+                f"{key}.clients",
+                f"{out['clients']} clients need >= {out['clients'] * need} samples (>= {need} each for one "
+                f"train and one test sample); {info.name!r} has {info.num_samples}",
+            )
+    return module.validate(out, key, info)
+
+
+def check_partition(spec: dict, info: DatasetInfo, seeds: list[int], key: str) -> None:
+    """Check that the partition can be made for each seed, from ``info`` alone (no data loaded).
+
+    Runs the seed-dependent parts that need only class counts: the Dirichlet count draw, pFedMe's
+    ``ram_dom_gen`` sizes. Checks that need the labels themselves (e.g. label-based schemes on
+    Synthetic, whose class counts are unknown before generation) are left to :func:`make_partition`.
+
+    Raises:
+        ConfigError: a bad spec (see :func:`normalize_partition_spec`), a bad seed (``key.seed``),
+            or a seed for which the partition is infeasible (naming the option to change).
+    """
+    spec = normalize_partition_spec(spec, key, info)
+    module = SCHEME_MODULES[spec["scheme"]]
+    for seed in seeds:
+        seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")
+        module.check(spec, info, seed, key)
+
+
+def partition_id(spec: dict) -> str:
+    """Folder name of a partition: ``spec_id(scheme, other options)``.
+
+    Pass the output of :func:`normalize_partition_spec` so that equal partitions get equal ids.
+
+    Raises:
+        ConfigError: no known ``scheme`` (key ``partition``).
+    """
+    scheme = _check_scheme(spec, "partition")
+    return spec_id(scheme, {k: v for k, v in spec.items() if k != "scheme"})
+
+
+def make_partition(spec: dict, dataset: Dataset, seed: int, key: str = "partition") -> Partition:
+    """Partition a dataset; deterministic in ``(spec, dataset, seed)``.
+
+    Args:
+        spec: a partition spec (normalized here against the dataset).
+        dataset: the dataset; only its labels, users and sample shape are used.
+        seed: the partition seed (0 .. 2**32 - 1).
+        key: dotted config key of the spec, for error messages.
+
+    Returns:
+        the partition.
+
+    Raises:
+        ConfigError (a ValueError): a bad spec or seed, or a client left with no train or no test sample.
+    """
+    return make_partition_from_labels(
+        spec,
+        dataset.y,
+        dataset.num_classes,
+        seed,
+        users=dataset.users,
+        sample_shape=dataset.sample_shape,
+        name=dataset.name,
+        key=key,
+    )
+
+
+def make_partition_from_labels(
+    spec: dict,
+    y: np.ndarray,
+    num_classes: int,
+    seed: int,
+    users: np.ndarray | None = None,
+    sample_shape: tuple[int, ...] = (),
+    name: str = "labels",
+    key: str = "partition",
+) -> Partition:
+    """:func:`make_partition` from the labels alone (what a partition depends on).
+
+    Args:
+        y: int ``[n]`` labels in ``0 .. num_classes - 1``, in dataset order.
+        users: int ``[n]`` natural user per sample, or ``None``.
+        sample_shape: shape of one sample (``rotate`` needs images, ``permute_pixels`` the size).
+        Other arguments as in :func:`make_partition`.
+    """
+    y = np.asarray(y, dtype=np.int64)
+    users = None if users is None else np.asarray(users, dtype=np.int64)
+    user_counts = None if users is None else np.bincount(users)
+    info = DatasetInfo(
+        name=name,
+        num_samples=int(y.size),
+        num_classes=int(num_classes),
+        class_counts=np.bincount(y, minlength=num_classes).astype(np.int64),
+        sample_shape=tuple(sample_shape),
+        num_users=None if user_counts is None else int(user_counts.size),
+        user_counts=user_counts,
+    )
+    spec = normalize_partition_spec(spec, key, info)
+    seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")
+    assignment = SCHEME_MODULES[spec["scheme"]].assign(spec, y, users, info, seed, key)
+    train, test = split_train_test(assignment.clients, spec["test_fraction"], seed, assignment.shuffle)
+    for u, (tr, te) in enumerate(zip(train, test, strict=True)):
+        if tr.size == 0 or te.size == 0:
+            raise ConfigError(
+                f"{key}.clients",
+                f"client {u} got {tr.size + te.size} samples ({tr.size} train, {te.size} test); every client "
+                f"needs >= 1 of each: change {key}.clients, {key}.test_fraction or the scheme's options",
+            )
+    return Partition(train=train, test=test, cluster=assignment.cluster, transforms=assignment.transforms)

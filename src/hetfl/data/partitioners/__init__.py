@@ -1,0 +1,18 @@
+"""The partition schemes, one module each, with the same four members.
+
+- ``OPTIONS``: the scheme's own config options (``hetfl.data.registry.Option``);
+- ``validate(spec, key, info) -> spec``: static checks against a ``DatasetInfo``, info-dependent defaults;
+- ``check(spec, info, seed, key)``: seed-dependent feasibility from the info alone;
+- ``assign(spec, y, users, info, seed, key) -> Assignment``: the clients' index lists before the
+  per-client train/test split (done by ``hetfl.data.partition``).
+"""
+
+from hetfl.data.partitioners import clusters, dirichlet, iid, natural, pathological
+
+SCHEME_MODULES = {
+    "clusters": clusters,
+    "dirichlet": dirichlet,
+    "iid": iid,
+    "natural": natural,
+    "pathological": pathological,
+}

@@ -1,0 +1,59 @@
+"""``natural``: one client per natural user of the dataset (Synthetic's users), in user order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetfl.data.dataset import DatasetInfo
+from hetfl.data.partitioners.common import Assignment, min_client_size
+from hetfl.errors import ConfigError
+
+OPTIONS: dict = {}
+
+
+def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
+    """``clients`` defaults to the number of users and must equal it; every user needs enough samples.
+
+    Raises:
+        ConfigError: the dataset has no users (``key.scheme``), ``clients`` differs from the number of
+            users (``key.clients``), or a user is too small for a train and a test sample.
+    """
+    if info.num_users is None:
+        raise ConfigError(
+            f"{key}.scheme",
+            f"'natural' needs a dataset with natural users; {info.name!r} has none",
+            allowed=("clusters", "dirichlet", "iid", "pathological"),
+        )
+    spec = dict(spec)
+    spec.setdefault("clients", info.num_users)
+    if spec["clients"] != info.num_users:
+        raise ConfigError(
+            f"{key}.clients",
+            f"the natural split has one client per user; {info.name!r} has {info.num_users} users",
+            allowed=(info.num_users,),
+        )
+    if info.user_counts is not None:
+        need = min_client_size(spec["test_fraction"])
+        small = np.flatnonzero(info.user_counts < need)
+        if small.size:
+            raise ConfigError(
+                f"{key}.test_fraction",
+                f"user {int(small[0])} has {int(info.user_counts[small[0]])} samples; each needs >= {need} "
+                "for one train and one test sample",
+            )
+    return spec
+
+
+def check(spec: dict, info: DatasetInfo, seed: int, key: str) -> None:
+    """Sizes do not depend on the seed: nothing to check."""
+
+
+def assign(spec: dict, y: np.ndarray, users: np.ndarray | None, info: DatasetInfo, seed: int, key: str):
+    """Client ``u`` gets the samples of user ``u`` in dataset order."""
+    if users is None:
+        raise ConfigError(f"{key}.scheme", "'natural' needs a dataset with natural users")
+    order = np.argsort(users, kind="stable")
+    bounds = np.searchsorted(users[order], np.arange(spec["clients"] + 1))
+    return Assignment(
+        clients=[order[a:b].astype(np.int64) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    )

@@ -1,0 +1,125 @@
+"""Batched evaluation of a shared model or of one model per client on every client's data.
+
+A shared model (leading dim 1) runs over the split in contiguous chunks; per-client models (leading
+dim N) run "block-rows": call r processes the r-th block of every client that still has data, so
+each call is one batched forward with no copies of the parameters when all clients take part.
+Sums are accumulated per client in float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from hetfl.engine.federation import ClientSplit, Federation
+from hetfl.engine.params import Params
+
+
+@dataclass
+class SplitScores:
+    """Per-client sums on one split: ``loss_sum``, ``correct``, ``count``: ``Tensor[N]`` float64 (CPU)."""
+
+    loss_sum: Tensor
+    correct: Tensor
+    count: Tensor
+
+    @property
+    def loss(self) -> Tensor:
+        """Per-client mean loss ``[N]``."""
+        return self.loss_sum / self.count
+
+    @property
+    def acc(self) -> Tensor:
+        """Per-client accuracy ``[N]`` in [0, 1]."""
+        return self.correct / self.count
+
+    def weighted(self) -> tuple[float, float]:
+        """(loss, accuracy) over all samples of all clients: Σ_i loss_sum_i / Σ_i n_i, Σ_i correct_i / Σ_i n_i.
+
+        The sample-weighted means of pFedMe's official evaluation (spec pfedme.md §1.7).
+        """
+        n = float(self.count.sum())
+        return float(self.loss_sum.sum()) / n, float(self.correct.sum()) / n
+
+
+class Evaluator:
+    """Evaluates models on a federation's splits.
+
+    Args:
+        fed: the federation.
+        budget: the largest activation (elements) one forward call may create; sets chunk/block sizes.
+    """
+
+    def __init__(self, fed: Federation, budget: int = 1 << 22):
+        self.fed = fed
+        self.budget = budget
+        per_sample = fed.model.sample_cost()
+        self.chunk = max(1, budget // per_sample)
+        self.block = max(1, budget // (per_sample * fed.num_clients))
+
+    @torch.no_grad()
+    def scores(self, params: Params, split: str) -> SplitScores:
+        """Loss and correct counts of ``params`` on ``split`` ("train" or "test") of every client.
+
+        Args:
+            params: ``[1, ...]`` (one shared model) or ``[N, ...]`` (client i's model on client i's data).
+
+        Raises:
+            ValueError: if the leading dimension is neither 1 nor N, or the split is unknown.
+        """
+        if split not in ("train", "test"):
+            raise ValueError(f"unknown split '{split}'; allowed: test, train")
+        data: ClientSplit = getattr(self.fed, split)
+        lead = next(iter(params.values())).shape[0]
+        n = data.num_clients
+        out = SplitScores(*(torch.zeros(n, dtype=torch.float64) for _ in range(3)))
+        if lead == 1:
+            self._shared(params, data, out)
+        elif lead == n:
+            self._per_client(params, data, out)
+        else:
+            raise ValueError(f"params have leading dimension {lead}; expected 1 or {n}")
+        return out
+
+    def _accumulate(self, out: SplitScores, logits: Tensor, y: Tensor, mask: Tensor, owner: Tensor) -> None:
+        loss = F.cross_entropy(logits, y, reduction="none")
+        correct = (logits.argmax(1) == y).to(loss.dtype)
+        m = mask.to(loss.dtype)
+        out.loss_sum.index_add_(0, owner, (loss * m).sum(1).double().cpu())
+        out.correct.index_add_(0, owner, (correct * m).sum(1).double().cpu())
+        out.count.index_add_(0, owner, m.sum(1).double().cpu())
+
+    def _shared(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
+        model = self.fed.model
+        total = int(data.offsets[-1])
+        owner_of = torch.repeat_interleave(torch.arange(data.num_clients), data.sizes)
+        for start in range(0, total, self.chunk):
+            stop = min(start + self.chunk, total)
+            logits = model.forward(params, data.x[start:stop].unsqueeze(0))  # [1, K, b]
+            loss = F.cross_entropy(logits, data.y[start:stop].unsqueeze(0), reduction="none")[0]
+            correct = (logits.argmax(1)[0] == data.y[start:stop]).double()
+            owner = owner_of[start:stop]
+            out.loss_sum.index_add_(0, owner, loss.double().cpu())
+            out.correct.index_add_(0, owner, correct.cpu())
+            out.count.index_add_(0, owner, torch.ones(stop - start, dtype=torch.float64))
+
+    def _per_client(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
+        model = self.fed.model
+        block = min(self.block, int(data.sizes.max()))
+        arange = torch.arange(block)
+        for r in range(0, int(data.sizes.max()), block):
+            active = torch.nonzero(data.sizes > r).squeeze(1)
+            within = r + arange
+            n = data.sizes[active].unsqueeze(1)
+            mask = within < n
+            pos = torch.minimum(within.expand(len(active), -1), n - 1)
+            x, y = data.gather(active, pos)
+            p = (
+                params
+                if len(active) == data.num_clients
+                else {k: v.index_select(0, active.to(v.device)) for k, v in params.items()}
+            )
+            self._accumulate(out, model.forward(p, x), y, mask.to(x.device), active)

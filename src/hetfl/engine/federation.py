@@ -1,0 +1,129 @@
+"""The federation: every client's data once on the device, plus the batched model.
+
+Client data are stored client-contiguously in one tensor per split, ``x: Tensor[n, *sample_shape]``,
+with ``offsets: LongTensor[N + 1]``; client i owns rows ``offsets[i]:offsets[i+1]``. A minibatch for C
+clients is one gather, ``x[offsets[clients, None] + pos]`` -> ``Tensor[C, B, *sample_shape]``.
+Per-cluster transforms of a partition (rotations, permutations) are applied once, when the
+federation is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hetfl.data.dataset import Dataset
+from hetfl.data.partition import Partition
+from hetfl.data.transforms import apply_transform
+from hetfl.engine.sampler import BatchSampler
+from hetfl.models import BatchedModel
+
+
+@dataclass
+class Batch:
+    """One minibatch per client: ``x [C, B, *sample_shape]``, ``y [C, B]`` (long), ``mask [C, B]`` (bool).
+
+    ``full`` is True when no entry is masked (every client has a whole batch), letting losses skip the mask.
+    """
+
+    x: Tensor
+    y: Tensor
+    mask: Tensor
+    full: bool = False
+
+
+class ClientSplit:
+    """One split (train or test) of every client's data, on ``device``.
+
+    Args:
+        xs: per client, ``ndarray[n_i, *sample_shape]``.
+        ys: per client, ``ndarray[n_i]`` integer labels.
+
+    Raises:
+        ValueError: if a client has no sample.
+    """
+
+    def __init__(self, xs: list[np.ndarray], ys: list[np.ndarray], device: torch.device, dtype: torch.dtype):
+        sizes = [len(y) for y in ys]
+        if min(sizes) < 1:
+            raise ValueError(f"client {sizes.index(min(sizes))} has no samples in this split")
+        self.sizes = torch.tensor(sizes, dtype=torch.long)
+        self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), self.sizes.cumsum(0)])
+        self.x = torch.as_tensor(np.concatenate(xs)).to(device=device, dtype=dtype)
+        self.y = torch.as_tensor(np.concatenate(ys)).to(device=device, dtype=torch.long)
+        self.device = device
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.sizes)
+
+    def gather(self, clients: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Samples at positions ``pos [C, B]`` of ``clients [C]``: ``(x [C, B, ...], y [C, B])``."""
+        flat = (self.offsets[clients.cpu()].unsqueeze(1) + pos).to(self.device, non_blocking=True)
+        index = flat.reshape(-1)  # index_select: ~5x faster than advanced indexing x[flat] on CPU
+        return (
+            self.x.index_select(0, index).view(*flat.shape, *self.x.shape[1:]),
+            self.y.index_select(0, index).view(flat.shape),
+        )
+
+
+class Federation:
+    """Clients' train and test data, the batched model, device and dtype.
+
+    Attributes:
+        train, test: ``ClientSplit``.
+        model: the ``BatchedModel``.
+        num_clients: N.
+        cluster: ``LongTensor[N]``, cluster id of each client (0 without clusters).
+        weights: ``Tensor[N]`` (float64, CPU), train-sample share n_i / n of each client.
+    """
+
+    def __init__(
+        self, train: ClientSplit, test: ClientSplit, model: BatchedModel, cluster: Tensor | None = None
+    ):
+        if train.num_clients != test.num_clients:
+            raise ValueError("train and test splits have different numbers of clients")
+        self.train, self.test, self.model = train, test, model
+        self.num_clients = train.num_clients
+        self.device = train.device
+        self.dtype = train.x.dtype
+        self.cluster = cluster if cluster is not None else torch.zeros(self.num_clients, dtype=torch.long)
+        self.weights = self.train.sizes.double() / self.train.sizes.sum()
+
+    @classmethod
+    def from_partition(
+        cls,
+        dataset: Dataset,
+        partition: Partition,
+        model: BatchedModel,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> Federation:
+        """Build from a dataset and a partition (indices per client), applying per-cluster transforms."""
+
+        def split(indices: list[np.ndarray]):
+            xs, ys = [], []
+            for i, idx in enumerate(indices):
+                transform = partition.transforms[int(partition.cluster[i])] if partition.transforms else None
+                x, y = dataset.x[idx], dataset.y[idx]
+                if transform is not None and transform.get("kind", "none") != "none":
+                    x, y = apply_transform(x, y, transform, dataset.num_classes)
+                xs.append(x)
+                ys.append(y)
+            return ClientSplit(xs, ys, device, dtype)
+
+        cluster = torch.as_tensor(np.asarray(partition.cluster, dtype=np.int64))
+        return cls(split(partition.train), split(partition.test), model, cluster)
+
+    def batch(self, sampler: BatchSampler, clients: Tensor) -> Batch:
+        """Draw the next training minibatch of each of ``clients [C]`` from ``sampler``."""
+        pos, mask = sampler.next(clients)
+        x, y = self.train.gather(clients, pos)
+        return Batch(x, y, mask.to(self.device, non_blocking=True), full=bool(mask.all()))
+
+    def all_clients(self) -> Tensor:
+        """``LongTensor[N]`` = 0..N-1."""
+        return torch.arange(self.num_clients)

@@ -1,0 +1,46 @@
+"""Per-client gradients and local SGD for many clients at once: no per-client Python loop."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from hetfl.engine.federation import Batch, Federation
+from hetfl.engine.params import Params
+from hetfl.engine.sampler import BatchSampler
+from hetfl.models import BatchedModel
+
+
+def client_grads(model: BatchedModel, params: Params, batch: Batch) -> tuple[Tensor, Params]:
+    """Each client's minibatch loss and its gradient at its own parameters (``BatchedModel.loss_grads``).
+
+    Args:
+        params: ``[C, ...]`` (not modified); batch: ``x [C, B, ...]``, ``y [C, B]``, ``mask [C, B]``.
+
+    Returns:
+        ``(loss [C], grads dict[str, Tensor[C, ...]])``.
+    """
+    return model.loss_grads(params, batch.x, batch.y, None if batch.full else batch.mask)
+
+
+def local_sgd(
+    fed: Federation, sampler: BatchSampler, params: Params, clients: Tensor, steps: int, lr: float
+) -> Params:
+    """``steps`` plain SGD steps of each client in ``clients`` on its own minibatches.
+
+    w_i ← w_i − lr · ∇f_i(w_i; D_i), fresh minibatch D_i each step (FedAvg's ClientUpdate,
+    McMahan et al. 2017, Algorithm 1).
+
+    Args:
+        params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
+        clients: ``LongTensor[C]``.
+
+    Returns:
+        ``params`` after the steps.
+    """
+    for _ in range(steps):
+        _, grads = client_grads(fed.model, params, fed.batch(sampler, clients))
+        with torch.no_grad():
+            for k, g in grads.items():
+                params[k].sub_(g, alpha=lr)
+    return params

@@ -1,0 +1,49 @@
+"""Operations on stacked parameters ``dict[str, Tensor[C, ...]]`` (C clients, or 1 for a shared model)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+Params = dict[str, Tensor]
+
+
+def broadcast(params: Params, clients: int) -> Params:
+    """Copies of a shared model ``[1, ...]`` for ``clients`` clients: ``[clients, ...]`` (new storage)."""
+    return {k: v.expand(clients, *v.shape[1:]).clone() for k, v in params.items()}
+
+
+def select(params: Params, index: Tensor) -> Params:
+    """Rows ``index [S]`` of per-client parameters: ``[S, ...]`` (a copy)."""
+    index = index.to(next(iter(params.values())).device)
+    return {k: v.index_select(0, index) for k, v in params.items()}
+
+
+def average(params: Params, weights: Tensor | None = None) -> Params:
+    """Weighted mean over the client dimension, kept as ``[1, ...]``.
+
+    Args:
+        params: ``[S, ...]``.
+        weights: ``Tensor[S]`` summing to 1; ``None`` for the uniform mean 1/S.
+    """
+    if weights is None:
+        return {k: v.mean(0, keepdim=True) for k, v in params.items()}
+    out = {}
+    for k, v in params.items():
+        w = weights.to(device=v.device, dtype=v.dtype).reshape(-1, *([1] * (v.dim() - 1)))
+        out[k] = (w * v).sum(0, keepdim=True)
+    return out
+
+
+def lerp(a: Params, b: Params, beta: float) -> Params:
+    """``(1 - beta) * a + beta * b`` for every parameter (shapes broadcast)."""
+    return {k: a[k] + beta * (b[k] - a[k]) for k in a}
+
+
+def all_finite(params: Params) -> bool:
+    """True if no parameter holds NaN or ±inf (one device sync)."""
+    return bool(torch.stack([torch.isfinite(v).all() for v in params.values()]).all())
+
+
+def clone(params: Params) -> Params:
+    return {k: v.clone() for k, v in params.items()}

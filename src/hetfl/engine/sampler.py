@@ -1,0 +1,98 @@
+"""Per-client minibatch sampling for many clients at once, with masks for unequal client sizes.
+
+``BatchSampler.next(clients)`` returns, for each listed client, the positions of its next minibatch
+within its own data, as one ``[C, B]`` tensor and a ``[C, B]`` validity mask. Modes:
+
+- ``epoch`` (default): each client reshuffles its data at the start of every epoch and walks through it
+  in batches of B; the last batch of an epoch is partial (masked), as ``DataLoader(shuffle=True,
+  drop_last=False)`` in the papers' code. A client with n_i < B gets all its n_i samples every step.
+- ``sequential``: the same without shuffling, a persistent iterator over the data in stored order
+  (pFedMe's official code, ``DataLoader(shuffle=False)``; spec pfedme.md §1.3).
+- ``replacement``: B positions drawn uniformly with replacement each step (the i.i.d. minibatches of
+  the convergence analyses); never masked.
+
+Each client keeps its own cursor, so a client that does not train in a round resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+MODES = ("epoch", "replacement", "sequential")
+
+
+class BatchSampler:
+    """Minibatch positions for C of N clients per call.
+
+    Args:
+        sizes: ``LongTensor[N]``, samples per client (all ≥ 1).
+        batch_size: B ≥ 1.
+        generator: CPU generator (stream ``batches``).
+        mode: one of ``MODES``.
+
+    Raises:
+        ValueError: unknown mode, B < 1, or a client without samples.
+    """
+
+    def __init__(self, sizes: Tensor, batch_size: int, generator: torch.Generator, mode: str = "epoch"):
+        if mode not in MODES:
+            raise ValueError(f"unknown sampling mode '{mode}'; allowed: {', '.join(MODES)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.sizes = sizes.to(torch.long).cpu()
+        if (self.sizes < 1).any():
+            raise ValueError("every client needs at least one sample")
+        self.batch_size = int(batch_size)
+        self.mode = mode
+        self.generator = generator
+        self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), self.sizes.cumsum(0)])
+        # Flat array of per-client orders: client i's order lives in offsets[i]:offsets[i+1].
+        self.order = torch.arange(int(self.offsets[-1])) - torch.repeat_interleave(
+            self.offsets[:-1], self.sizes
+        )
+        self.cursor = torch.zeros(len(self.sizes), dtype=torch.long)
+        self._arange = torch.arange(self.batch_size)
+
+    def next(self, clients: Tensor) -> tuple[Tensor, Tensor]:
+        """The next minibatch of each client in ``clients``.
+
+        Args:
+            clients: ``LongTensor[C]`` of distinct client ids.
+
+        Returns:
+            ``(pos, mask)``: ``LongTensor[C, B]`` positions within each client's data (masked entries
+            point at a valid sample) and ``BoolTensor[C, B]``.
+        """
+        clients = clients.cpu()
+        n = self.sizes[clients].unsqueeze(1)
+        if self.mode == "replacement":
+            u = torch.rand(len(clients), self.batch_size, generator=self.generator, dtype=torch.float64)
+            pos = (u * n).long().clamp_(max=n - 1)
+            return pos, torch.ones_like(pos, dtype=torch.bool)
+        cur = self.cursor[clients]
+        if self.mode == "epoch":
+            starting = clients[cur == 0]
+            if len(starting):
+                self._shuffle(starting)
+        within = cur.unsqueeze(1) + self._arange
+        mask = within < n
+        pos = self.order[self.offsets[clients].unsqueeze(1) + torch.minimum(within, n - 1)]
+        nxt = cur + self.batch_size
+        self.cursor[clients] = torch.where(nxt >= n.squeeze(1), 0, nxt)
+        return pos, mask
+
+    def _shuffle(self, clients: Tensor) -> None:
+        """A new random order for each of ``clients`` (one ``randperm`` each, from the sampler's generator)."""
+        for client in clients.tolist():
+            start = int(self.offsets[client])
+            n = int(self.sizes[client])
+            self.order[start : start + n] = torch.randperm(n, generator=self.generator)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """Cursor and orders (for checkpoints); the generator state is saved separately."""
+        return {"order": self.order.clone(), "cursor": self.cursor.clone()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.order = state["order"].clone()
+        self.cursor = state["cursor"].clone()

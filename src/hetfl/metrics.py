@@ -1,0 +1,51 @@
+"""Metric names and the evaluation of an algorithm's models into tidy rows.
+
+Names are ``{split}_{stat}_{model}``: split ∈ {train, test}, stat ∈ {loss, acc}, model ∈ the
+algorithm's ``models`` (``global``, ``personal``, ``local``, ...). Values over clients are
+sample-weighted (Σ_i correct_i / Σ_i n_i, as pFedMe's official evaluation, spec pfedme.md §1.7): the
+test accuracy of ``personal`` is each client's own model on its own test data, pooled.
+Per-client values go to a separate table: ``test_acc``, ``test_loss``, ``train_loss`` of every model.
+"""
+
+from __future__ import annotations
+
+from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.params import Params
+
+SPLITS = ("train", "test")
+STATS = ("loss", "acc")
+CLIENT_METRICS = (("test", "acc"), ("test", "loss"), ("train", "loss"))
+
+
+def metric_names(models: tuple[str, ...]) -> list[str]:
+    """All metric names an algorithm with these ``models`` writes, e.g. ``test_acc_personal``."""
+    return [f"{split}_{stat}_{model}" for model in models for split in SPLITS for stat in STATS]
+
+
+def evaluate_models(
+    evaluator: Evaluator, models: dict[str, Params]
+) -> tuple[list[tuple[str, float]], list[tuple[int, str, float]]]:
+    """Evaluate each model on both splits of every client.
+
+    Args:
+        models: name -> params ``[1, ...]`` or ``[N, ...]``. Names mapping to the same dict object
+            (aliases, e.g. FedAvg's personal = global) are evaluated once.
+
+    Returns:
+        ``(rows, client_rows)``: ``[(metric, value)]`` pooled over clients, and
+        ``[(client, metric, value)]`` per client.
+    """
+    rows: list[tuple[str, float]] = []
+    client_rows: list[tuple[int, str, float]] = []
+    done: dict[int, dict] = {}
+    for model, params in models.items():
+        scores = done.get(id(params))
+        if scores is None:
+            scores = done[id(params)] = {split: evaluator.scores(params, split) for split in SPLITS}
+        for split in SPLITS:
+            loss, acc = scores[split].weighted()
+            rows += [(f"{split}_loss_{model}", loss), (f"{split}_acc_{model}", acc)]
+        for split, stat in CLIENT_METRICS:
+            values = getattr(scores[split], stat).tolist()
+            client_rows += [(i, f"{split}_{stat}_{model}", v) for i, v in enumerate(values)]
+    return rows, client_rows

@@ -1,0 +1,78 @@
+"""Batched models by config name, and validation of the ``model`` config section.
+
+| name | architecture | options |
+|---|---|---|
+| ``mlr`` | Linear(d, K) | — |
+| ``dnn`` | Linear(d, hidden) → ReLU → Linear(hidden, K) | ``hidden`` (100) |
+| ``cnn`` | 2 × (conv → ReLU → maxpool) → Linear(hidden) → ReLU → Linear(K) | ``channels`` ([16, 32]), ``kernel`` (3), ``hidden`` (64) |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hetfl.errors import ConfigError
+from hetfl.models.base import BatchedModel, Params
+from hetfl.models.cnn import CNN
+from hetfl.models.dnn import DNN
+from hetfl.models.mlr import MLR
+
+MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "dnn": DNN, "cnn": CNN}
+_OPTIONS: dict[str, dict[str, Any]] = {
+    "mlr": {},
+    "dnn": {"hidden": 100},
+    "cnn": {"channels": [16, 32], "kernel": 3, "hidden": 64},
+}
+
+__all__ = ["MODELS", "BatchedModel", "Params", "build_model", "normalize_model_spec"]
+
+
+def normalize_model_spec(spec: dict, key: str) -> dict:
+    """Validate a ``model`` config section and fill in defaults.
+
+    Args:
+        spec: e.g. ``{"name": "dnn", "hidden": 20}``.
+        key: dotted config path of the section, for error messages.
+
+    Returns:
+        The spec with every option present.
+
+    Raises:
+        ConfigError: unknown model name or option, or an option of the wrong type.
+    """
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise ConfigError(f"{key}.name", "a model needs a name", allowed=MODELS)
+    name = spec["name"]
+    if name not in MODELS:
+        raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=MODELS)
+    options = dict(_OPTIONS[name])
+    for opt, value in spec.items():
+        if opt == "name":
+            continue
+        if opt not in options:
+            raise ConfigError(
+                f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options]
+            )
+        default = options[opt]
+        ok = (
+            isinstance(value, list) and all(isinstance(v, int) and v > 0 for v in value) and len(value) == 2
+            if isinstance(default, list)
+            else isinstance(value, int) and not isinstance(value, bool) and value > 0
+        )
+        if not ok:
+            raise ConfigError(
+                f"{key}.{opt}",
+                f"expected {'two positive integers' if isinstance(default, list) else 'a positive integer'}, got {value!r}",
+            )
+        options[opt] = value
+    return {"name": name, **options}
+
+
+def build_model(spec: dict, sample_shape: tuple[int, ...], num_classes: int) -> BatchedModel:
+    """Instantiate the batched model of a normalized ``model`` spec for data of ``sample_shape``.
+
+    Raises:
+        ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data).
+    """
+    options = {k: v for k, v in spec.items() if k != "name"}
+    return MODELS[spec["name"]](sample_shape, num_classes, **options)

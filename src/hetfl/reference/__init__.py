@@ -1,0 +1,16 @@
+"""Sequential per-client reference implementations: a Python loop over clients, one ``nn.Module`` each.
+
+They are the oracle of the equivalence tests (every batched algorithm must match its reference to
+float tolerance on a tiny problem) and the baseline of the speed benchmark (``python -m hetfl.bench``).
+They share with the batched code only what must be identical for a comparison: the data, the
+initial weights, the participation schedule and the minibatch positions (drawn from the same
+``BatchSampler`` calls in the same order). The update rules are written out again, per client.
+"""
+
+from hetfl.reference.fedavg import fedavg
+from hetfl.reference.local import local
+from hetfl.reference.pfedme import pfedme
+
+REFERENCES = {"fedavg": fedavg, "local": local, "pfedme": pfedme}
+
+__all__ = ["REFERENCES", "fedavg", "local", "pfedme"]

@@ -1,0 +1,149 @@
+"""Run one training job: (study, run, seed) from its resolved spec to metrics, model and run record.
+
+Called by ``workflow/scripts/train.py``; usable without Snakemake:
+
+    from hetfl.train import train
+    info = train(spec, seed=0, data="results/data/mnist5k/data.npz",
+                 partition="results/partitions/.../seed=0/clients.npz", outputs=paths)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+from threadpoolctl import threadpool_limits
+from tqdm import tqdm
+
+from hetfl.algorithms import get_algorithm
+from hetfl.data.dataset import Dataset
+from hetfl.data.partition import Partition
+from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.federation import Federation
+from hetfl.engine.participation import participation_schedule
+from hetfl.engine.runner import run_rounds
+from hetfl.models import build_model
+from hetfl.records import MetricsWriter, write_json
+
+
+@dataclass
+class RunOutputs:
+    """Paths a training job writes."""
+
+    metrics: Path
+    client_metrics: Path
+    info: Path
+    model: Path
+
+
+def pick_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cpu``; ``cuda`` (raises RuntimeError if unavailable)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
+    return torch.device(name)
+
+
+def build(spec: dict[str, Any], seed: int, data: Path | str, partition: Path | str, device: torch.device):
+    """Load the data and partition, and build the federation and the algorithm of ``spec``.
+
+    Returns:
+        ``(federation, algorithm)``.
+    """
+    dataset = Dataset.load(data)
+    part = Partition.load(partition)
+    model = build_model(spec["model"], dataset.sample_shape, dataset.num_classes)
+    dtype = getattr(torch, spec["dtype"])
+    fed = Federation.from_partition(dataset, part, model, device, dtype)
+    cls = get_algorithm(spec["algorithm"])
+    hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
+    return fed, cls(fed, hp, seed, spec["sampling"])
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("hetfl", "torch", "numpy", "pandas", "snakemake"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def train(
+    spec: dict[str, Any],
+    seed: int,
+    data: Path | str,
+    partition: Path | str,
+    outputs: RunOutputs,
+    threads: int = 1,
+    log: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Train one (study, run, seed) and write its outputs.
+
+    Args:
+        spec: the resolved run spec (``hetfl.config.Study.run_json``, parsed).
+        seed: the run seed.
+        data: the dataset ``.npz``; partition: the partition ``.npz``.
+        outputs: where to write metrics, per-client metrics, run record and final model.
+        threads: torch intra-op threads (the job's ``threads:``).
+        log: progress-bar stream (the job's log file); stderr when None.
+
+    Returns:
+        The run record written to ``outputs.info`` (status ``ok`` or ``diverged``).
+    """
+    threads = max(1, int(threads))
+    torch.set_num_threads(threads)
+    with threadpool_limits(limits=threads):  # numpy's BLAS too (hetfl.models.linalg)
+        return _train(spec, seed, data, partition, outputs, log)
+
+
+def _train(spec, seed, data, partition, outputs, log):
+    device = pick_device(spec["device"])
+    start = time.perf_counter()
+    fed, algorithm = build(spec, seed, data, partition, device)
+    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
+    evaluator = Evaluator(fed)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    bar = tqdm(
+        total=spec["rounds"],
+        desc=f"{spec['study']}/{spec['run']}/seed={seed}",
+        file=log or sys.stderr,
+        mininterval=5.0,
+        ascii=True,
+        dynamic_ncols=False,
+    )
+    with MetricsWriter(outputs.metrics, outputs.client_metrics) as writer:
+        outcome = run_rounds(
+            algorithm, schedule, evaluator, spec["eval_every"], writer.write, on_round=lambda t: bar.update(1)
+        )
+    bar.close()
+    torch.save(algorithm.state_dict(), outputs.model)
+    info = {
+        "study": spec["study"],
+        "run": spec["run"],
+        "algorithm": spec["algorithm"],
+        "seed": seed,
+        "status": outcome.status,
+        "diverged_round": outcome.diverged_round,
+        "rounds_done": outcome.rounds_done,
+        "wall_time_s": round(time.perf_counter() - start, 3),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "threads": torch.get_num_threads(),
+        "num_clients": fed.num_clients,
+        "clients_per_round": algorithm.clients_per_round,
+        "versions": _versions(),
+        "spec": spec,
+    }
+    write_json(outputs.info, info)
+    return info

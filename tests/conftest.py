@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny federations built directly from arrays (no files, no Snakemake)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hetfl.engine.federation import ClientSplit, Federation
+from hetfl.models import build_model, normalize_model_spec
+
+torch.set_num_threads(1)
+
+
+def tiny_federation(
+    model: str = "mlr",
+    sizes: tuple[int, ...] = (7, 12, 3, 9),
+    sample_shape: tuple[int, ...] = (1, 4, 4),
+    classes: int = 3,
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
+) -> Federation:
+    """Clients with unequal sizes (one smaller than a batch), random inputs and labels."""
+    rng = np.random.default_rng(seed)
+
+    def split(scale: float):
+        xs = [rng.normal(size=(max(1, int(n * scale)), *sample_shape)).astype(np.float32) for n in sizes]
+        ys = [rng.integers(0, classes, size=len(x)) for x in xs]
+        return ClientSplit(xs, ys, torch.device("cpu"), dtype)
+
+    spec = normalize_model_spec({"name": model, **({"hidden": 5} if model == "dnn" else {})}, "model")
+    if model == "cnn":
+        spec.update(channels=[2, 3], hidden=4)
+    return Federation(split(1.0), split(0.5), build_model(spec, sample_shape, classes))
+
+
+@pytest.fixture
+def tiny():
+    return tiny_federation

@@ -1,0 +1,199 @@
+"""Claims: the check grammar, safe parsing, config errors, and evaluation on seed means and per seed."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from hetfl.claims import check_claims, claims_markdown, normalize_claims
+from hetfl.errors import ConfigError
+
+NAN = float("nan")
+# run -> {seed: (status, {metric: values at rounds 0, 1, ...})}
+DATA = {
+    "fedavg": {
+        0: ("ok", {"acc": [0.5, 0.8, 0.7]}),
+        1: ("ok", {"acc": [0.5, 0.7, 0.6]}),
+        2: ("ok", {"acc": [0.5, 0.9, 0.8]}),
+    },
+    "pfedme": {
+        0: ("ok", {"acc": [0.6, 0.75, 0.75]}),
+        1: ("ok", {"acc": [0.6, 0.8, 0.8]}),
+        2: ("ok", {"acc": [0.6, 0.7, 0.7]}),
+    },
+    "lam=1.5": {0: ("ok", {"loss": [1.0, 0.3]})},
+    "lam=3": {0: ("ok", {"loss": [1.0, 0.2]})},
+    "lam=6": {0: ("ok", {"loss": [1.0, 0.1]})},
+    "dead": {0: ("diverged", {"acc": [0.5, NAN]})},
+}
+RUNS = list(DATA)
+METRICS = {"acc", "loss"}
+
+
+@pytest.fixture(scope="module")
+def tables():
+    rows, status = [], []
+    for run, seeds in DATA.items():
+        for seed, (state, series) in seeds.items():
+            status.append(
+                {
+                    "study": "s",
+                    "run": run,
+                    "algorithm": run,
+                    "seed": seed,
+                    "status": state,
+                    "diverged_round": 1 if state == "diverged" else None,
+                    "wall_time_s": 1.0,
+                }
+            )
+            rows += [
+                {
+                    "study": "s",
+                    "run": run,
+                    "algorithm": run,
+                    "seed": seed,
+                    "round": r,
+                    "metric": m,
+                    "value": v,
+                }
+                for m, values in series.items()
+                for r, v in enumerate(values)
+            ]
+    return pd.DataFrame(rows), pd.DataFrame(status)
+
+
+def check(tables, *claims):
+    return check_claims(normalize_claims(list(claims), RUNS, METRICS, "studies.s.claims"), *tables)
+
+
+def one(tables, claim):
+    return check(tables, claim).iloc[0]
+
+
+def test_normalize_shorthand_and_dict():
+    given = {"id": "C9", "text": "PM wins", "check": "best(acc[pfedme]) > 0", "at": "best"}
+    claims = ["  pfedme.acc > fedavg.acc ", given, {"check": "acc[lam=1.5] > 0"}]
+    out = normalize_claims(claims, RUNS, METRICS, "k")
+    text = "pfedme.acc > fedavg.acc"
+    assert out[0] == {"id": "C1", "text": text, "check": text, "at": "final"}
+    assert out[1] == {"id": "C9", "text": "PM wins", "check": "best(acc[pfedme]) > 0", "at": "best"}
+    assert out[2]["id"] == "C3"
+
+
+def test_both_operand_forms_and_per_seed_count(tables):
+    dotted = one(tables, "pfedme.acc > fedavg.acc")
+    bracket = one(tables, "acc[pfedme] > acc[fedavg]")
+    for row in (dotted, bracket):
+        assert row["holds"] == "yes"  # means 0.75 > 0.7
+        assert row["seeds_holding"] == "2/3"  # seed 2: 0.7 < 0.8
+        assert row["margin"] == pytest.approx(0.05)
+        assert row["comparisons"] == "0.75 > 0.7"
+    assert "acc[pfedme]@final = 0.75 ± 0.05 (n=3)" in dotted["operands"]
+
+
+def test_default_statistic_follows_at(tables):
+    claims = normalize_claims(
+        [
+            {"check": "pfedme.acc > fedavg.acc", "at": "best"},
+            {"check": "pfedme.acc >= fedavg.acc", "at": "last2"},
+            {"check": "pfedme.acc < fedavg.acc", "at": "round=1"},
+        ],
+        RUNS,
+        METRICS,
+        "k",
+    )
+    out = check_claims(claims, *tables)
+    assert out["holds"].tolist() == ["no", "yes", "yes"]  # best 0.75 vs 0.8; last2 0.75 vs 0.75; round 1
+    assert out["comparisons"][0] == "0.75 > 0.8"
+
+
+def test_functions_and_arithmetic(tables):
+    out = check(
+        tables,
+        "best(pfedme.acc) < best(fedavg.acc) - 0.04",  # 0.75 < 0.76
+        "at(fedavg.acc, 1) > last(acc[pfedme], 2) + 0.04",  # 0.8 > 0.79
+        "2 * fedavg.acc / (1 + 1) < pfedme.acc",
+        "-final(fedavg.acc) < -0.69",
+        "pfedme.acc - fedavg.acc > 0.06",
+    )
+    assert out["holds"].tolist() == ["yes", "yes", "yes", "yes", "no"]
+    assert out["margin"][4] == pytest.approx(-0.01)
+
+
+def test_chained_comparison_needs_every_pair(tables):
+    monotone = one(tables, "loss[lam=6] < loss[lam=3] < loss[lam=1.5]")
+    assert monotone["holds"] == "yes" and monotone["seeds_holding"] == "1/1"
+    assert monotone["comparisons"] == "0.1 < 0.2; 0.2 < 0.3"
+    broken = one(tables, "loss[lam=3] < loss[lam=6] < loss[lam=1.5]")
+    assert broken["holds"] == "no" and broken["margin"] == pytest.approx(-0.1)
+
+
+def test_diverged_run_is_undetermined(tables):
+    row = one(tables, "dead.acc > fedavg.acc")
+    assert row["holds"] == "undetermined" and math.isnan(row["margin"])
+    assert row["seeds_holding"] == "0/3 (3 undetermined)"  # seed 0 diverged; dead has no seeds 1, 2
+    assert "acc[dead]@final = nan (n=0 of 3)" in row["operands"]
+    assert one(tables, "diverged(dead.acc) >= 1")["holds"] == "yes"
+    assert one(tables, "at(fedavg.acc, 50) > 0")["holds"] == "undetermined"  # round never evaluated
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("__import__('os').system('ls') > 0", "is not allowed"),
+        ("__import__('os') > 0", "function '__import__' is not allowed"),
+        ("open('x') > 0", "function 'open' is not allowed"),
+        ("().__class__ > 0", "Attribute"),
+        ("fedavg.acc.__class__ > 0", "Attribute"),
+        ("(lambda: 1)() > 0", "not allowed"),
+        ("fedavg.acc if 1 else 0 > 0", "comparison"),
+        ("fedavg.acc > 'a'", "Constant"),
+        ("fedavg.acc ** 2 > 0", "BinOp"),
+        ("fedavg.acc == 1", "allowed: <, <=, >, >="),
+        ("fedavg.acc", "must be a comparison"),
+        ("fedavg.acc > 1 and 1 > 0", "must be a comparison"),
+        ("fedavg.acc >", "cannot parse"),
+        ("x > 1", "unknown name 'x'"),
+        ("_op0 > 1", "reserved"),
+        ("best(fedavg.acc - 1) > 0", "must be an operand"),
+        ("last(fedavg.acc, 0) > 0", "integer >= 1"),
+        ("last(fedavg.acc, 1.5) > 0", "integer >= 1"),
+        ("best(fedavg.acc, k=1) > 0", "takes an operand"),
+        ("True > fedavg.acc", "Constant"),
+        ("1" + " + 1" * 300 + " > 0", "at most 500 characters"),
+    ],
+)
+def test_rejected_checks_name_the_key(text, message):
+    with pytest.raises(ConfigError, match="studies.s.claims\\[1\\].check") as err:
+        normalize_claims(["pfedme.acc > 0", text], RUNS, METRICS, "studies.s.claims")
+    assert message in str(err.value)
+
+
+def test_unknown_run_and_metric_list_the_allowed():
+    with pytest.raises(ConfigError, match=r"unknown run 'lam-9'.*allowed: dead, fedavg, lam=1.5"):
+        normalize_claims(["loss[lam-9] < 1"], RUNS, METRICS, "k")
+    with pytest.raises(ConfigError, match=r"k\[0\].check.*unknown metric 'test_acc'.*allowed: acc, loss"):
+        normalize_claims(["fedavg.test_acc > 0"], RUNS, METRICS, "k")
+
+
+def test_bad_entries():
+    with pytest.raises(ConfigError, match=r"k\[0\].at.*allowed: best, final, last<k>, round=<n>"):
+        normalize_claims([{"check": "fedavg.acc > 0", "at": "median"}], RUNS, METRICS, "k")
+    with pytest.raises(ConfigError, match=r"k\[1\].id.*duplicate"):
+        normalize_claims(
+            [{"id": "A", "check": "fedavg.acc > 0"}, {"id": "A", "check": "fedavg.acc > 0"}],
+            RUNS,
+            METRICS,
+            "k",
+        )
+    with pytest.raises(ConfigError, match=r"k\[0\].*unknown key\(s\) tol"):
+        normalize_claims([{"check": "fedavg.acc > 0", "tol": 1}], RUNS, METRICS, "k")
+    with pytest.raises(ConfigError, match=r"k\[0\].check"):
+        normalize_claims([{"text": "no check"}], RUNS, METRICS, "k")
+
+
+def test_markdown(tables):
+    md = claims_markdown(check(tables, {"id": "C1", "text": "PM | GM", "check": "pfedme.acc > fedavg.acc"}))
+    assert md.startswith("| id")
+    assert "PM \\| GM" in md and "| yes " in md and "2/3" in md
+    assert "- C1: acc[pfedme]@final = 0.75" in md

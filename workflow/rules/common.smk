@@ -1,0 +1,114 @@
+# Helpers shared by the rules: the resolved suite, and small named functions for inputs and params.
+# All logic lives in hetfl.config; a bad config stops here, before any job runs.
+import json
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from hetfl.config import build_suite, train_fingerprint
+from hetfl.errors import ConfigError
+from hetfl.fingerprint import fingerprint
+from hetfl.ids import canonical_json
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+try:
+    SUITE = build_suite(config)
+except ConfigError as err:
+    raise WorkflowError(f"invalid configuration: {err}") from None
+
+STUDIES = SUITE.studies
+DATASETS = {s.dataset_id: s.dataset for s in STUDIES.values()}
+PARTITIONS = {(s.dataset_id, s.partition_id): s.partition for s in STUDIES.values()}
+DATA_CODE = fingerprint(["hetfl.data.registry"])
+PARTITION_CODE = fingerprint(["hetfl.data.partition", "hetfl.data.stats"])
+
+
+wildcard_constraints:
+    study="[^/]+",
+    run="[^/]+",
+    dataset="[^/]+",
+    partition="[^/]+",
+    seed=r"\d+",
+    figure="[A-Za-z0-9_.=+-]+",
+
+
+def partition_dir(study, seed):
+    s = STUDIES[study]
+    return f"results/partitions/{s.dataset_id}/{s.partition_id}/seed={s.partition_seed(seed)}"
+
+
+def run_dir(study, run, seed):
+    return f"results/runs/{study}/{run}/seed={seed}"
+
+
+def get_dataset_spec(wildcards):
+    return canonical_json(DATASETS[wildcards.dataset])
+
+
+def get_partition_spec(wildcards):
+    return canonical_json(PARTITIONS[(wildcards.dataset, wildcards.partition)])
+
+
+def get_train_input(wildcards):
+    s = STUDIES[wildcards.study]
+    return {
+        "data": f"results/data/{s.dataset_id}/data.npz",
+        "partition": f"{partition_dir(wildcards.study, int(wildcards.seed))}/clients.npz",
+    }
+
+
+def get_run_spec(wildcards):
+    return STUDIES[wildcards.study].run_json(wildcards.run)
+
+
+def get_run_code(wildcards):
+    return train_fingerprint(STUDIES[wildcards.study].runs[wildcards.run].algorithm)
+
+
+def study_runs(study):
+    s = STUDIES[study]
+    return [(run, seed) for run in s.runs for seed in s.seeds]
+
+
+def get_study_run_files(wildcards):
+    pairs = study_runs(wildcards.study)
+    return {
+        "metrics": [f"{run_dir(wildcards.study, r, s)}/metrics.csv" for r, s in pairs],
+        "info": [f"{run_dir(wildcards.study, r, s)}/run.json" for r, s in pairs],
+    }
+
+
+def get_study_run_keys(wildcards):
+    return json.dumps(study_runs(wildcards.study))
+
+
+def get_study_paper(wildcards):
+    return canonical_json(STUDIES[wildcards.study].paper)
+
+
+def get_figure_spec(wildcards):
+    figures = {fig["name"]: fig for fig in STUDIES[wildcards.study].figures}
+    return canonical_json(figures[wildcards.figure])
+
+
+def get_study_title(wildcards):
+    return wildcards.study
+
+
+def get_study_claims(wildcards):
+    return canonical_json(STUDIES[wildcards.study].claims)
+
+
+def figure_files(study, ext):
+    return [f"results/figures/{study}/{fig['name']}.{ext}" for fig in STUDIES[study].figures]
+
+
+def final_outputs():
+    out = []
+    for name in SUITE.selected:
+        s = STUDIES[name]
+        out += [f"{partition_dir(name, seed)}/stats.png" for seed in s.seeds]
+        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md")]
+        out += figure_files(name, "png") + figure_files(name, "pdf")
+    return sorted(set(out))

@@ -1,0 +1,10 @@
+rule data:
+    output:
+        "results/data/{dataset}/data.npz",
+    params:
+        spec=get_dataset_spec,
+        code=DATA_CODE,
+    log:
+        "logs/data/{dataset}.log",
+    script:
+        "../scripts/data.py"

@@ -1,0 +1,18 @@
+rule train:
+    input:
+        unpack(get_train_input),
+    output:
+        metrics="results/runs/{study}/{run}/seed={seed}/metrics.csv",
+        client_metrics="results/runs/{study}/{run}/seed={seed}/metrics_clients.csv",
+        info="results/runs/{study}/{run}/seed={seed}/run.json",
+        model="results/runs/{study}/{run}/seed={seed}/final.pt",
+    params:
+        spec=get_run_spec,
+        code=get_run_code,
+    log:
+        "logs/train/{study}/{run}/seed={seed}.log",
+    benchmark:
+        "results/benchmarks/train/{study}/{run}/seed={seed}.tsv"
+    threads: 1
+    script:
+        "../scripts/train.py"

@@ -1,0 +1,23 @@
+"""Stage `aggregate`: every run and seed of a study into one tidy table, and the cross-seed summary."""
+
+import json
+
+from hetfl.logs import redirect
+
+log = redirect(snakemake.log[0])
+
+from hetfl.aggregate import load_runs, summarize, summary_markdown, write_csv  # noqa: E402
+
+keys = json.loads(snakemake.params.runs)
+entries = [
+    {"run": run, "seed": seed, "metrics": m, "info": i}
+    for (run, seed), m, i in zip(keys, snakemake.input.metrics, snakemake.input.info, strict=True)
+]
+long, status = load_runs(entries)
+write_csv(long, snakemake.output.metrics)
+write_csv(status, snakemake.output.status)
+summary = summarize(long, status)
+write_csv(summary, snakemake.output.summary)
+paper = json.loads(snakemake.params.paper) or None
+with open(snakemake.output.markdown, "w") as f:
+    f.write(f"# {snakemake.wildcards.study}\n\n{summary_markdown(summary, paper=paper)}\n")

@@ -1,0 +1,23 @@
+"""Stage `train`: one (study, run, seed) on the batched engine."""
+
+import json
+
+from hetfl.logs import redirect
+
+log = redirect(snakemake.log[0])
+
+from hetfl.train import RunOutputs, train  # noqa: E402
+
+out = snakemake.output
+info = train(
+    json.loads(snakemake.params.spec),
+    int(snakemake.wildcards.seed),
+    snakemake.input.data,
+    snakemake.input.partition,
+    RunOutputs(out.metrics, out.client_metrics, out.info, out.model),
+    threads=snakemake.threads,
+    log=log,
+)
+print(
+    f"status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s on {info['device']}"
+)
