@@ -110,6 +110,13 @@ class Study:
         fixed = self.partition.get("seed")
         return int(seed) if fixed is None else int(fixed)
 
+    @property
+    def table_metrics(self) -> list[str]:
+        """Columns of ``summary.md``: the metrics of the study's figures, then those of its paper numbers."""
+        out = [m for fig in self.figures for m in fig["metrics"]]
+        out += [m for numbers in self.paper.values() for m in numbers]
+        return [m for i, m in enumerate(out) if m in self.metrics and m not in out[:i]]
+
     def run_json(self, label: str) -> str:
         """Canonical JSON of run ``label``'s spec (the params-trigger value of its training jobs)."""
         return canonical_json(self.runs[label].as_dict(self))
@@ -191,7 +198,9 @@ def resolve_run(study: str, label: str, run: dict, defaults: dict, base: dict, k
     merged = {k: v for k, v in defaults.items() if k in known or k in RUN_SETTINGS or k == "model"}
     merged.update({k: v for k, v in run.items() if k != "algorithm"})
     settings = {name: merged.pop(name, base[name]) for name in RUN_SETTINGS}
-    model = {**base["model"], **_require_mapping(merged.pop("model", {}), f"{key}.model")}
+    own = _require_mapping(merged.pop("model", {}), f"{key}.model")
+    same = own.get("name", base["model"]["name"]) == base["model"]["name"]
+    model = {**base["model"], **own} if same else own  # another model: none of the study model's options
     hp = cls.Hyperparameters.from_dict(merged, key)
     settings = _settings(settings, key)
     settings["model"] = normalize_model_spec(model, f"{key}.model")
@@ -237,7 +246,7 @@ def resolve_study(name: str, study: dict) -> Study:
     num_clients = int(partition["clients"])
 
     base = {name: study.get(name, default) for name, default in RUN_SETTINGS.items()}
-    base["model"] = _require_mapping(study["model"], f"{key}.model")
+    base["model"] = normalize_model_spec(_require_mapping(study["model"], f"{key}.model"), f"{key}.model")
     defaults = _require_mapping(study.get("defaults", {}), f"{key}.defaults")
     runs_cfg = _require_mapping(study["runs"], f"{key}.runs")
     if not runs_cfg:

@@ -14,6 +14,9 @@ rule aggregate:
     params:
         runs=get_study_run_keys,
         paper=get_study_paper,
+        metrics=get_study_table_metrics,
+    conda:
+        ENV
     log:
         "logs/aggregate/{study}.log",
     script:

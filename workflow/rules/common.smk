@@ -1,6 +1,15 @@
 # Helpers shared by the rules: the resolved suite, and small named functions for inputs and params.
 # All logic lives in hetfl.config; a bad config stops here, before any job runs.
 import json
+import os
+import sys
+from pathlib import Path
+
+# The workflow runs the hetfl of its own checkout (src/ beside the Snakefile), here and in every job.
+SRC = Path(workflow.basedir) / "src"
+if SRC.is_dir():
+    sys.path.insert(0, str(SRC))
+    os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -20,6 +29,7 @@ except ConfigError as err:
 STUDIES = SUITE.studies
 DATASETS = {s.dataset_id: s.dataset for s in STUDIES.values()}
 PARTITIONS = {(s.dataset_id, s.partition_id): s.partition for s in STUDIES.values()}
+ENV = "../envs/hetfl.yaml"
 DATA_CODE = fingerprint(["hetfl.data.registry"])
 PARTITION_CODE = fingerprint(["hetfl.data.partition", "hetfl.data.stats"])
 
@@ -85,6 +95,10 @@ def get_study_run_keys(wildcards):
 
 def get_study_paper(wildcards):
     return canonical_json(STUDIES[wildcards.study].paper)
+
+
+def get_study_table_metrics(wildcards):
+    return json.dumps(STUDIES[wildcards.study].table_metrics)
 
 
 def get_figure_spec(wildcards):

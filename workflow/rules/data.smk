@@ -4,6 +4,8 @@ rule data:
     params:
         spec=get_dataset_spec,
         code=DATA_CODE,
+    conda:
+        ENV
     log:
         "logs/data/{dataset}.log",
     script:

@@ -12,6 +12,8 @@ rule partition:
     params:
         spec=get_partition_spec,
         code=PARTITION_CODE,
+    conda:
+        ENV
     log:
         "logs/partition/{dataset}/{partition}/seed={seed}.log",
     script:

@@ -13,6 +13,8 @@ rule figure:
     params:
         figure=get_figure_spec,
         study=get_study_title,
+    conda:
+        ENV
     log:
         "logs/figures/{study}/{figure}.log",
     script:
@@ -33,6 +35,8 @@ rule claims:
         ),
     params:
         claims=get_study_claims,
+    conda:
+        ENV
     log:
         "logs/claims/{study}.log",
     script:

@@ -9,6 +9,8 @@ rule train:
     params:
         spec=get_run_spec,
         code=get_run_code,
+    conda:
+        ENV
     log:
         "logs/train/{study}/{run}/seed={seed}.log",
     benchmark:

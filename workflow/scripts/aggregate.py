@@ -19,5 +19,6 @@ write_csv(status, snakemake.output.status)
 summary = summarize(long, status)
 write_csv(summary, snakemake.output.summary)
 paper = json.loads(snakemake.params.paper) or None
+table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper)
 with open(snakemake.output.markdown, "w") as f:
-    f.write(f"# {snakemake.wildcards.study}\n\n{summary_markdown(summary, paper=paper)}\n")
+    f.write(f"# {snakemake.wildcards.study}\n\n{table}\n")

@@ -17,6 +17,6 @@ plot_figure(
     json.loads(snakemake.params.figure),
     snakemake.output.png,
     snakemake.output.pdf,
-    title_prefix=f"{snakemake.params.study}: ",
+    title_prefix=f"{snakemake.params.study}:",
     status=status,
 )

@@ -1,0 +1,177 @@
+"""Config resolution: defaults, precedence, grids, and errors that name the key and the allowed values."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from hetfl.config import build_suite, train_fingerprint
+from hetfl.errors import ConfigError
+
+BASE = {
+    "studies": {
+        "s": {
+            "dataset": {"name": "digits"},
+            "partition": {"scheme": "pathological", "clients": 6, "labels_per_client": 2},
+            "model": {"name": "mlr"},
+            "rounds": 3,
+            "seeds": [0, 1],
+            "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 2, "clients_per_round": 3},
+            "runs": {
+                "fedavg": {"algorithm": "fedavg"},
+                "pfedme": {"algorithm": "pfedme", "K": 2, "lr": 0.01},
+                "local": {"algorithm": "local", "eval_every": 2},
+            },
+            "claims": ["pfedme.test_acc_personal > fedavg.test_acc_global"],
+        }
+    }
+}
+
+
+def config(**changes):
+    """BASE with ``changes`` applied to study ``s`` (a value None deletes the key)."""
+    cfg = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        if value is None:
+            del cfg["studies"]["s"][key]
+        else:
+            cfg["studies"]["s"][key] = value
+    return cfg
+
+
+def error(cfg) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        build_suite(cfg)
+    return info.value
+
+
+def test_resolved_runs_take_defaults_then_their_own_values():
+    study = build_suite(config()).studies["s"]
+    pfedme = json.loads(study.run_json("pfedme"))
+    assert pfedme["hyperparameters"]["lr"] == 0.01  # the run's own value wins
+    assert pfedme["hyperparameters"]["batch_size"] == 8  # from defaults
+    assert pfedme["hyperparameters"]["lam"] == 15.0  # the algorithm's default
+    assert (
+        "clients_per_round" not in json.loads(study.run_json("local"))["hyperparameters"]
+    )  # local ignores it
+    assert json.loads(study.run_json("local"))["eval_every"] == 2
+    assert json.loads(study.run_json("fedavg"))["eval_every"] == 1
+    assert {"test_acc_personal", "test_acc_global", "test_acc_local", "train_loss_global"} <= study.metrics
+    assert study.run_json("fedavg") == build_suite(config()).studies["s"].run_json("fedavg")  # stable params
+
+
+def test_a_run_may_switch_model():
+    cfg = config(model={"name": "dnn", "hidden": 7})
+    cfg["studies"]["s"]["runs"]["mlr"] = {"algorithm": "fedavg", "model": {"name": "mlr"}}
+    cfg["studies"]["s"]["runs"]["wide"] = {"algorithm": "fedavg", "model": {"hidden": 9}}
+    study = build_suite(cfg).studies["s"]
+    assert json.loads(study.run_json("mlr"))["model"] == {"name": "mlr"}
+    assert json.loads(study.run_json("wide"))["model"] == {"name": "dnn", "hidden": 9}
+    assert json.loads(study.run_json("fedavg"))["model"] == {"name": "dnn", "hidden": 7}
+
+
+def test_grid_expands_runs_with_readable_labels():
+    study = build_suite(config(grid={"pfedme": {"lam": [5, 15], "K": [1, 3]}}, claims=None)).studies["s"]
+    labels = [r for r in study.runs if r.startswith("pfedme")]
+    assert labels == ["pfedme-lam=5-K=1", "pfedme-lam=5-K=3", "pfedme-lam=15-K=1", "pfedme-lam=15-K=3"]
+    assert json.loads(study.run_json("pfedme-lam=5-K=3"))["hyperparameters"]["K"] == 3
+
+
+def test_partition_seed_follows_the_run_seed_unless_fixed():
+    study = build_suite(config()).studies["s"]
+    assert [study.partition_seed(s) for s in (0, 1)] == [0, 1]
+    fixed = build_suite(config(partition={**BASE["studies"]["s"]["partition"], "seed": 7})).studies["s"]
+    assert [fixed.partition_seed(s) for s in (0, 1)] == [7, 7]
+    assert fixed.partition_id == study.partition_id  # the seed is in the path, not the id
+
+
+@pytest.mark.parametrize(
+    "changes,key,fragment",
+    [
+        ({"rounds": 0}, "studies.s.rounds", "positive integer"),
+        ({"seeds": [1, 1]}, "studies.s.seeds", "distinct"),
+        ({"epochs": 3}, "studies.s.epochs", "allowed: claims, dataset"),
+        ({"model": None}, "studies.s.model", "missing required"),
+        (
+            {"dataset": {"name": "cifar100"}},
+            "studies.s.dataset.name",
+            "allowed: digits, fashion_mnist, mnist",
+        ),
+        ({"model": {"name": "resnet"}}, "studies.s.model.name", "allowed: cnn, dnn, mlr"),
+        ({"model": {"name": "dnn", "width": 3}}, "studies.s.model.width", "allowed: hidden, name"),
+        (
+            {"partition": {"scheme": "shards", "clients": 6}},
+            "studies.s.partition.scheme",
+            "allowed: clusters",
+        ),
+        ({"partition": {"scheme": "iid", "clients": 5000}}, "studies.s.partition", "clients"),
+        (
+            {"partition": {"scheme": "dirichlet", "clients": 100, "alpha": 0.5, "min_size": 30}},
+            "studies.s.partition.min_size",
+            "",
+        ),
+        (
+            {"runs": {"x": {"algorithm": "fedprox"}}},
+            "studies.s.runs.x.algorithm",
+            "allowed: fedavg, local, pfedme",
+        ),
+        (
+            {"runs": {"x": {"algorithm": "pfedme", "lamda": 15}}},
+            "studies.s.runs.x.lamda",
+            "allowed: K, batch_size",
+        ),
+        ({"runs": {"x": {"algorithm": "pfedme", "K": 2.5}}}, "studies.s.runs.x.K", "expected int"),
+        ({"runs": {"x": {"algorithm": "fedavg", "lr": -1}}}, "studies.s.runs.x.lr", "> 0"),
+        (
+            {"runs": {"x": {"algorithm": "fedavg", "client_weights": "size"}}},
+            "studies.s.runs.x.client_weights",
+            "one of uniform, samples",
+        ),
+        (
+            {"runs": {"x": {"algorithm": "fedavg", "clients_per_round": 9}}},
+            "studies.s.runs.x.clients_per_round",
+            "partition has 6",
+        ),
+        (
+            {"runs": {"x": {"algorithm": "fedavg", "sampling": "shuffle"}}},
+            "studies.s.runs.x.sampling",
+            "allowed: epoch, replacement, sequential",
+        ),
+        ({"runs": {"a/b": {"algorithm": "fedavg"}}}, "studies.s.runs.a/b", "only letters"),
+        ({"defaults": {"lamda": 1}}, "studies.s.defaults.lamda", "no run of this study uses"),
+        ({"grid": {"fedsim": {"lr": [1]}}}, "studies.s.grid.fedsim", "allowed: fedavg, local, pfedme"),
+        ({"figures": ["test_acc_personnal"]}, "studies.s.figures[0]", "test_acc_personal"),
+        (
+            {"claims": ["pfedme.test_acc_personal > fedprox.test_acc_global"]},
+            "studies.s.claims[0].check",
+            "fedprox",
+        ),
+    ],
+)
+def test_bad_input_names_the_key(changes, key, fragment):
+    err = error(config(**changes))
+    assert err.key.startswith(key), err
+    assert fragment in str(err)
+
+
+def test_model_that_cannot_take_the_data():
+    cfg = config(
+        dataset={"name": "synthetic", "num_users": 10},
+        partition={"scheme": "natural", "clients": 10},
+        model={"name": "cnn"},
+    )
+    assert "image" in str(error(cfg))
+
+
+def test_top_level_errors():
+    assert error({"studies": {}}).key == "studies"
+    assert error({**config(), "select": ["nope"]}).key == "select"
+    assert error({**config(), "stuides": {}}).key == "stuides"
+    assert build_suite({**config(), "select": "s"}).selected == ["s"]
+
+
+def test_training_fingerprints_are_per_algorithm():
+    assert train_fingerprint("fedavg") != train_fingerprint("pfedme")
+    assert train_fingerprint("fedavg") == train_fingerprint("fedavg")

@@ -1,0 +1,156 @@
+"""Engine units: minibatch sampling, participation, random streams, evaluation, analytic gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.participation import participation_schedule
+from hetfl.engine.rng import generator, stream_seed
+from hetfl.engine.sampler import BatchSampler
+from hetfl.models import BatchedModel
+from hetfl.models.linalg import bmm
+from hetfl.models.mlp import MLP
+from tests.conftest import tiny_federation
+
+SIZES = torch.tensor([7, 12, 3, 20])
+
+
+def _epoch_positions(sampler: BatchSampler, client: int, steps: int) -> list[list[int]]:
+    """Valid positions drawn for one client over ``steps`` calls (the others also draw)."""
+    out = []
+    for _ in range(steps):
+        pos, mask = sampler.next(torch.arange(len(SIZES)))
+        out.append(pos[client][mask[client]].tolist())
+    return out
+
+
+@pytest.mark.parametrize("client", range(4))
+def test_epoch_mode_visits_every_sample_once_per_epoch(client):
+    sampler = BatchSampler(SIZES, 5, generator(0, "batches"), "epoch")
+    n = int(SIZES[client])
+    per_epoch = -(-n // 5)  # ceil: the last batch is partial
+    draws = _epoch_positions(sampler, client, 3 * per_epoch)
+    epochs = [sum(draws[e * per_epoch : (e + 1) * per_epoch], []) for e in range(3)]
+    for epoch in epochs:
+        assert sorted(epoch) == list(range(n))
+    if n > 5:
+        assert epochs[0] != epochs[1]  # reshuffled between epochs
+
+
+def test_sequential_mode_walks_in_order_and_masks_the_tail():
+    sampler = BatchSampler(SIZES, 5, generator(0, "batches"), "sequential")
+    pos, mask = sampler.next(torch.tensor([0, 2]))
+    assert pos[0].tolist() == [0, 1, 2, 3, 4] and mask[0].all()
+    assert mask[1].tolist() == [True, True, True, False, False]  # n = 3 < B: whole client, masked rest
+    pos, mask = sampler.next(torch.tensor([0]))
+    assert pos[0][mask[0]].tolist() == [5, 6]  # partial last batch, then a new epoch
+    pos, _ = sampler.next(torch.tensor([0]))
+    assert pos[0].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_clients_keep_their_own_cursor():
+    sampler = BatchSampler(SIZES, 5, generator(0, "batches"), "sequential")
+    sampler.next(torch.tensor([3]))
+    pos, _ = sampler.next(torch.tensor([1, 3]))
+    assert pos[0].tolist() == [0, 1, 2, 3, 4]  # client 1 starts; client 3 continues
+    assert pos[1].tolist() == [5, 6, 7, 8, 9]
+
+
+def test_replacement_mode_is_unmasked_and_in_range():
+    sampler = BatchSampler(SIZES, 9, generator(0, "batches"), "replacement")
+    pos, mask = sampler.next(torch.arange(4))
+    assert mask.all()
+    assert (pos < SIZES.unsqueeze(1)).all() and (pos >= 0).all()
+
+
+def test_sampler_rejects_bad_input():
+    with pytest.raises(ValueError, match="allowed: epoch, replacement, sequential"):
+        BatchSampler(SIZES, 5, generator(0, "batches"), "shuffle")
+    with pytest.raises(ValueError, match="at least one sample"):
+        BatchSampler(torch.tensor([3, 0]), 5, generator(0, "batches"))
+
+
+def test_participation_is_seeded_shared_and_nested():
+    a = participation_schedule(20, 5, 30, seed=1)
+    assert torch.equal(a, participation_schedule(20, 5, 30, seed=1))
+    assert not torch.equal(a, participation_schedule(20, 5, 30, seed=2))
+    assert all(len(set(row.tolist())) == 5 for row in a)  # without replacement
+    b = participation_schedule(20, 10, 30, seed=1)
+    assert all(set(x.tolist()) <= set(y.tolist()) for x, y in zip(a, b, strict=True))  # S=5 ⊂ S=10
+    with pytest.raises(ValueError, match=r"\[1, 20\]"):
+        participation_schedule(20, 21, 3, seed=1)
+
+
+def test_streams_are_distinct_and_deterministic():
+    seeds = {stream: stream_seed(0, stream) for stream in ("init", "participation", "batches", "algorithm")}
+    assert len(set(seeds.values())) == 4
+    assert stream_seed(0, "init") == stream_seed(0, "init") != stream_seed(1, "init")
+    with pytest.raises(KeyError, match="allowed"):
+        stream_seed(0, "noise")
+
+
+@pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
+def test_evaluator_matches_a_per_client_loop(model):
+    fed = tiny_federation(model, sizes=(30, 3, 17, 9), dtype=torch.float64)
+    evaluator = Evaluator(fed, budget=40)  # tiny budget: several chunks and block-rows
+    g = torch.Generator().manual_seed(1)
+    personal = {
+        k: v + 0.3 * torch.randn(fed.num_clients, *v.shape[1:], generator=g, dtype=v.dtype)
+        for k, v in fed.model.init(g, fed.dtype).items()
+    }
+    shared = {k: v[:1] for k, v in personal.items()}
+    module = fed.model.reference_module().double()
+    for params, per_client in ((shared, False), (personal, True)):
+        for split in ("train", "test"):
+            scores = evaluator.scores(params, split)
+            data = getattr(fed, split)
+            for i in range(fed.num_clients):
+                a, b = int(data.offsets[i]), int(data.offsets[i + 1])
+                module.load_state_dict({k: v[i if per_client else 0] for k, v in params.items()})
+                logits = module(data.x[a:b])
+                loss = F.cross_entropy(logits, data.y[a:b], reduction="sum")
+                correct = (logits.argmax(1) == data.y[a:b]).sum()
+                assert scores.count[i] == b - a
+                assert scores.loss_sum[i].item() == pytest.approx(loss.item(), rel=1e-10)
+                assert scores.correct[i] == correct
+    with pytest.raises(ValueError, match="leading dimension"):
+        evaluator.scores({k: v[:2] for k, v in personal.items()}, "test")
+
+
+@pytest.mark.parametrize("hidden", [(), (6,), (5, 4)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_mlp_backward_matches_autograd(hidden, masked):
+    model = MLP((2, 3), 4, hidden=hidden)
+    g = torch.Generator().manual_seed(0)
+    params = {
+        k: v.expand(3, *v.shape[1:]) + 0.1 * torch.randn(3, *v.shape[1:], generator=g, dtype=torch.float64)
+        for k, v in model.init(g, torch.float64).items()
+    }
+    x = torch.randn(3, 5, 2, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 4, (3, 5), generator=g)
+    mask = (
+        torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 1, 0, 1]], dtype=torch.bool)
+        if masked
+        else None
+    )
+    loss, grads = model.loss_grads(params, x, y, mask)
+    ref_loss, ref_grads = BatchedModel.loss_grads(model, params, x, y, mask)  # the generic autograd version
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=1e-12)
+    for k in params:
+        torch.testing.assert_close(grads[k], ref_grads[k], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bmm_matches_torch(dtype):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 3, 7, generator=g, dtype=dtype)
+    b = torch.randn(4, 5, 7, generator=g, dtype=dtype).transpose(1, 2)  # a strided operand
+    torch.testing.assert_close(bmm(a, b), torch.bmm(a, b))
+    w = a.clone().requires_grad_()
+    out = bmm(w, b)  # inside autograd: must stay differentiable
+    out.sum().backward()
+    assert w.grad is not None and np.isfinite(w.grad.numpy()).all()

@@ -1,0 +1,52 @@
+"""Code fingerprints: editing an algorithm changes the fingerprint of its runs only."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import hetfl.fingerprint as fp
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A copy of the hetfl sources that the fingerprint reads instead of the real ones."""
+    root = tmp_path / "hetfl"
+    shutil.copytree(fp.ROOT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fp, "ROOT", root)
+    fp._parse.cache_clear()
+    yield root
+    fp._parse.cache_clear()
+
+
+PFEDME = ["hetfl.algorithms.personalized.pfedme", "hetfl.train"]
+FEDAVG = ["hetfl.algorithms.baselines.fedavg", "hetfl.train"]
+
+
+def test_closure_follows_imports_but_not_the_registry():
+    mods = fp.closure(["hetfl.algorithms.personalized.pfedme"])
+    assert "hetfl.engine.grad" in mods and "hetfl.models.mlp" in mods
+    assert "hetfl.algorithms.baselines.fedavg" not in mods
+    assert "hetfl.algorithms" not in fp.closure(PFEDME)  # the registry is only names -> modules
+
+
+def test_editing_one_algorithm_changes_only_its_fingerprint(package):
+    before = fp.fingerprint(PFEDME), fp.fingerprint(FEDAVG)
+    path = package / "algorithms" / "baselines" / "fedavg.py"
+    path.write_text(path.read_text() + "\n_EXTRA = 1\n")
+    fp._parse.cache_clear()
+    assert fp.fingerprint(PFEDME) == before[0]
+    assert fp.fingerprint(FEDAVG) != before[1]
+
+
+def test_engine_edits_change_every_fingerprint_but_comments_do_not(package):
+    before = fp.fingerprint(PFEDME), fp.fingerprint(FEDAVG)
+    path = package / "engine" / "grad.py"
+    path.write_text(path.read_text() + "\n# a comment and some blank lines\n\n\n")
+    fp._parse.cache_clear()
+    assert (fp.fingerprint(PFEDME), fp.fingerprint(FEDAVG)) == before
+    path.write_text(path.read_text() + "\n_EXTRA = 1\n")
+    fp._parse.cache_clear()
+    after = fp.fingerprint(PFEDME), fp.fingerprint(FEDAVG)
+    assert after[0] != before[0] and after[1] != before[1]

@@ -1,0 +1,94 @@
+"""The training job: its files, byte-identical reruns, and divergence recorded as such."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from hetfl.config import build_suite
+from hetfl.data import load_dataset, make_partition
+from hetfl.train import RunOutputs, train
+
+STUDY = {
+    "dataset": {"name": "digits"},
+    "partition": {"scheme": "pathological", "clients": 5, "labels_per_client": 2},
+    "model": {"name": "mlr"},
+    "rounds": 4,
+    "seeds": [0, 1],
+    "eval_every": 2,
+    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 2},
+    "runs": {
+        "fedavg": {"algorithm": "fedavg"},
+        "pfedme": {"algorithm": "pfedme", "K": 2},
+        # personal_lr · λ = 10: each inner prox step multiplies θ − w by −9; 9^60 overflows float32 in round 1
+        "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    study = build_suite({"studies": {"t": STUDY}}).studies["t"]
+    dataset = load_dataset(study.dataset, root)
+    data = root / "data.npz"
+    dataset.save(data)
+    parts = {}
+    for seed in study.seeds:
+        parts[seed] = root / f"part{seed}.npz"
+        make_partition(study.partition, dataset, study.partition_seed(seed)).save(parts[seed])
+    return study, data, parts, root
+
+
+def run(setup, label, seed, name):
+    study, data, parts, root = setup
+    out = root / name
+    out.mkdir()
+    paths = RunOutputs(out / "metrics.csv", out / "clients.csv", out / "run.json", out / "final.pt")
+    info = train(json.loads(study.run_json(label)), seed, data, parts[seed], paths)
+    return info, paths
+
+
+def test_outputs_and_record(setup):
+    info, paths = run(setup, "pfedme", 0, "a")
+    assert info["status"] == "ok" and info["rounds_done"] == 4 and info["diverged_round"] is None
+    saved = json.loads(paths.info.read_text())
+    assert saved["spec"]["hyperparameters"]["K"] == 2 and saved["device"] == "cpu" and saved["threads"] == 1
+    metrics = pd.read_csv(paths.metrics)
+    assert list(metrics.columns) == ["round", "metric", "value"]
+    assert sorted(metrics["round"].unique()) == [0, 2, 4]  # round 0, every eval_every, the last
+    assert {f"test_acc_{m}" for m in ("global", "personal", "local")} <= set(metrics["metric"])
+    clients = pd.read_csv(paths.client_metrics)
+    assert sorted(clients["client"].unique()) == list(range(5))
+    final = torch.load(paths.model, weights_only=True)
+    assert final["personal/fc1.weight"].shape == (5, 10, 64) and final["global/fc1.weight"].shape == (
+        1,
+        10,
+        64,
+    )
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(setup):
+    _, a = run(setup, "fedavg", 0, "b1")
+    _, b = run(setup, "fedavg", 0, "b2")
+    _, c = run(setup, "fedavg", 1, "b3")
+    assert a.metrics.read_bytes() == b.metrics.read_bytes()
+    assert a.client_metrics.read_bytes() == b.client_metrics.read_bytes()
+    assert a.metrics.read_bytes() != c.metrics.read_bytes()
+
+
+def test_divergence_is_recorded_not_raised(setup):
+    info, paths = run(setup, "pfedme_big_lambda", 0, "d")
+    assert info["status"] == "diverged"
+    assert 1 <= info["diverged_round"] <= 4
+    metrics = pd.read_csv(paths.metrics)
+    last = metrics[metrics["round"] == metrics["round"].max()]
+    assert last["round"].iloc[0] == info["diverged_round"]
+    assert (
+        not last[last["metric"].str.contains("loss")]["value"]
+        .map(lambda v: pd.notna(v) and abs(v) < 1e30)
+        .all()
+    )

@@ -1,0 +1,166 @@
+"""End to end: the Snakemake workflow on a tiny study, in a copy of the repository.
+
+Checks what a user relies on: one command produces every output; a second plans nothing; changing one
+run's hyper-parameter plans exactly that run's jobs (all seeds) and its study's aggregate, figures and
+claims; editing an algorithm's code reruns the runs that use it; a diverging run is recorded and the
+rest completes; a bad config stops before any job runs; ``snakemake --lint`` is clean.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.workflow
+
+REPO = Path(__file__).resolve().parents[1]
+STUDY = {
+    "dataset": {"name": "digits"},
+    "partition": {"scheme": "pathological", "clients": 6, "labels_per_client": 2},
+    "model": {"name": "mlr"},
+    "rounds": 4,
+    "seeds": [0, 1],
+    "eval_every": 2,
+    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 3},
+    "runs": {
+        "fedavg": {"algorithm": "fedavg"},
+        "local": {"algorithm": "local"},
+        "pfedme": {"algorithm": "pfedme", "K": 2},
+        "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
+    },
+    "figures": [
+        "test_acc_personal",
+        {"name": "losses", "metrics": ["train_loss_personal", "train_loss_global"]},
+    ],
+    "claims": ["pfedme.test_acc_personal > fedavg.test_acc_global"],
+}
+
+
+def snakemake(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=cwd, capture_output=True, text=True
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+def planned(cwd: Path, *args: str) -> list[tuple[str, dict]]:
+    """The jobs a dry run plans: (rule, wildcards)."""
+    out = snakemake(cwd, "-n", *args).stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        head = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not head:
+            continue
+        wc = re.search(r"wildcards: (.*)", block)
+        pairs = dict(p.split("=", 1) for p in wc.group(1).split(", ")) if wc else {}
+        jobs.append((head.group(1), pairs))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A copy of the workflow and library with the tiny study as its config, after one full run."""
+    root = tmp_path_factory.mktemp("wf")
+    for name in ("Snakefile", "workflow", "profiles", "src"):
+        src = REPO / name
+        copy = shutil.copytree if src.is_dir() else shutil.copy
+        copy(src, root / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
+    (root / "config").mkdir()
+    (root / "config" / "config.yaml").write_text(yaml.safe_dump({"studies": {"tiny": STUDY}}))
+    snakemake(root)
+    return root
+
+
+def test_one_command_produces_every_output(repo):
+    for seed in (0, 1):
+        parts = list((repo / "results/partitions/digits").glob(f"*/seed={seed}"))
+        assert len(parts) == 1 and {p.name for p in parts[0].iterdir()} >= {
+            "clients.npz",
+            "stats.csv",
+            "stats.png",
+        }
+        for run in STUDY["runs"]:
+            files = {p.name for p in (repo / f"results/runs/tiny/{run}/seed={seed}").iterdir()}
+            assert files == {"metrics.csv", "metrics_clients.csv", "run.json", "final.pt"}
+    for name in ("metrics.csv", "summary.csv", "summary.md", "claims.csv", "claims.md"):
+        assert (repo / "results/tables/tiny" / name).stat().st_size > 0
+    for fig in ("test_acc_personal", "losses"):
+        for ext in ("png", "pdf"):
+            assert (repo / f"results/figures/tiny/{fig}.{ext}").stat().st_size > 1000
+
+
+def test_diverged_run_is_recorded_and_the_rest_completes(repo):
+    info = json.loads((repo / "results/runs/tiny/pfedme_big_lambda/seed=0/run.json").read_text())
+    assert info["status"] == "diverged" and info["diverged_round"] >= 1
+    status = pd.read_csv(repo / "results/tables/tiny/status.csv")
+    assert set(status[status["run"] == "pfedme_big_lambda"]["status"]) == {"diverged"}
+    assert set(status[status["run"] != "pfedme_big_lambda"]["status"]) == {"ok"}
+    assert "diverged" in (repo / "results/tables/tiny/summary.md").read_text()
+
+
+def test_a_second_run_plans_nothing(repo):
+    assert "Nothing to be done" in snakemake(repo, "-n").stdout
+
+
+def test_changing_one_hyperparameter_plans_exactly_that_run(repo):
+    override = repo / "override.yaml"
+    override.write_text(yaml.safe_dump({"studies": {"tiny": {"runs": {"pfedme": {"K": 3}}}}}))
+    jobs = planned(repo, "--configfile", "config/config.yaml", str(override))
+    trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
+    assert trains == [("pfedme", "0"), ("pfedme", "1")]
+    rules = sorted(rule for rule, _ in jobs)
+    assert rules == sorted(["train", "train", "aggregate", "claims", "figure", "figure", "all"])
+
+
+def test_editing_an_algorithm_reruns_its_runs_only(repo):
+    path = repo / "src/hetfl/algorithms/baselines/fedavg.py"
+    original = path.read_text()
+    try:
+        path.write_text(original + "\n_CHANGED = True\n")
+        trains = sorted((w["run"], w["seed"]) for rule, w in planned(repo) if rule == "train")
+        assert trains == [("fedavg", "0"), ("fedavg", "1")]
+        path.write_text(original + "\n# a comment changes nothing\n")
+        assert "Nothing to be done" in snakemake(repo, "-n").stdout
+    finally:
+        path.write_text(original)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            {"runs": {"fedavg": {"algorithm": "fedprox"}}},
+            "studies.tiny.runs.fedavg.algorithm': unknown algorithm",
+        ),
+        ({"partition": {"clients": 5000}}, "studies.tiny.partition"),
+        ({"figures": ["test_accuracy"]}, "studies.tiny.figures[0]"),
+        ({"rounds": "many"}, "rounds"),
+    ],
+)
+def test_bad_config_stops_before_any_job(repo, change, message):
+    bad = repo / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"studies": {"tiny": change}}))
+    proc = snakemake(repo, "--configfile", "config/config.yaml", str(bad), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert "rule train" not in proc.stdout and "Job stats" not in proc.stdout
+
+
+def test_lint_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
