@@ -11,6 +11,24 @@ from hetfl.models import build_model, normalize_model_spec
 
 torch.set_num_threads(1)
 
+# A study small enough for end-to-end tests: 6 digits clients, 4 rounds, 2 seeds; one run diverges.
+TINY_STUDY = {
+    "dataset": {"name": "digits"},
+    "partition": {"scheme": "pathological", "clients": 6, "labels_per_client": 2},
+    "model": {"name": "mlr"},
+    "rounds": 4,
+    "seeds": [0, 1],
+    "eval_every": 2,
+    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 3},
+    "runs": {
+        "fedavg": {"algorithm": "fedavg"},
+        "local": {"algorithm": "local"},
+        "pfedme": {"algorithm": "pfedme", "K": 2},
+        # personal_lr · λ = 10: each inner prox step multiplies θ − w by −9; 9^60 overflows float32 in round 1
+        "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
+    },
+}
+
 
 def tiny_federation(
     model: str = "mlr",

@@ -11,22 +11,9 @@ import torch
 from hetfl.config import build_suite
 from hetfl.data import load_dataset, make_partition
 from hetfl.train import RunOutputs, train
+from tests.conftest import TINY_STUDY
 
-STUDY = {
-    "dataset": {"name": "digits"},
-    "partition": {"scheme": "pathological", "clients": 5, "labels_per_client": 2},
-    "model": {"name": "mlr"},
-    "rounds": 4,
-    "seeds": [0, 1],
-    "eval_every": 2,
-    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 2},
-    "runs": {
-        "fedavg": {"algorithm": "fedavg"},
-        "pfedme": {"algorithm": "pfedme", "K": 2},
-        # personal_lr · λ = 10: each inner prox step multiplies θ − w by −9; 9^60 overflows float32 in round 1
-        "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
-    },
-}
+STUDY = TINY_STUDY
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +49,9 @@ def test_outputs_and_record(setup):
     assert sorted(metrics["round"].unique()) == [0, 2, 4]  # round 0, every eval_every, the last
     assert {f"test_acc_{m}" for m in ("global", "personal", "local")} <= set(metrics["metric"])
     clients = pd.read_csv(paths.client_metrics)
-    assert sorted(clients["client"].unique()) == list(range(5))
+    assert sorted(clients["client"].unique()) == list(range(6))
     final = torch.load(paths.model, weights_only=True)
-    assert final["personal/fc1.weight"].shape == (5, 10, 64) and final["global/fc1.weight"].shape == (
+    assert final["personal/fc1.weight"].shape == (6, 10, 64) and final["global/fc1.weight"].shape == (
         1,
         10,
         64,
@@ -78,6 +65,15 @@ def test_same_seed_same_bytes_other_seed_other_bytes(setup):
     assert a.metrics.read_bytes() == b.metrics.read_bytes()
     assert a.client_metrics.read_bytes() == b.client_metrics.read_bytes()
     assert a.metrics.read_bytes() != c.metrics.read_bytes()
+
+
+def test_runs_of_a_study_share_the_participation_stream(setup):
+    fedavg, _ = run(setup, "fedavg", 1, "p1")
+    pfedme, _ = run(setup, "pfedme", 1, "p2")
+    other_seed, _ = run(setup, "pfedme", 0, "p3")
+    assert (
+        fedavg["participation_sha256"] == pfedme["participation_sha256"] != other_seed["participation_sha256"]
+    )
 
 
 def test_divergence_is_recorded_not_raised(setup):

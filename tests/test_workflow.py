@@ -19,23 +19,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.conftest import TINY_STUDY
+
 pytestmark = pytest.mark.workflow
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = {
-    "dataset": {"name": "digits"},
-    "partition": {"scheme": "pathological", "clients": 6, "labels_per_client": 2},
-    "model": {"name": "mlr"},
-    "rounds": 4,
-    "seeds": [0, 1],
-    "eval_every": 2,
-    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 3},
-    "runs": {
-        "fedavg": {"algorithm": "fedavg"},
-        "local": {"algorithm": "local"},
-        "pfedme": {"algorithm": "pfedme", "K": 2},
-        "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
-    },
+    **TINY_STUDY,
     "figures": [
         "test_acc_personal",
         {"name": "losses", "metrics": ["train_loss_personal", "train_loss_global"]},

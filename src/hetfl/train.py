@@ -9,6 +9,7 @@ Called by ``workflow/scripts/train.py``; usable without Snakemake:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import platform
 import sys
@@ -142,6 +143,8 @@ def _train(spec, seed, data, partition, outputs, log):
         "threads": torch.get_num_threads(),
         "num_clients": fed.num_clients,
         "clients_per_round": algorithm.clients_per_round,
+        # the same for every run of a study with the same seed and S: they see the same clients each round
+        "participation_sha256": hashlib.sha256(schedule.numpy().tobytes()).hexdigest()[:16],
         "versions": _versions(),
         "spec": spec,
     }

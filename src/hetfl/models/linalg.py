@@ -24,5 +24,5 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
         and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
     ):
         with np.errstate(over="ignore", invalid="ignore"):  # torch semantics: inf/nan, found by the runner
-            return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+            return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
     return torch.bmm(a, b)

@@ -42,7 +42,7 @@ from torch import Tensor
 from hetfl.algorithms.base import Algorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params, broadcast, clone, lerp
+from hetfl.engine.params import Params, broadcast, clone, lerp, select
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +109,7 @@ class PFedMe(Algorithm):
         if self.hp.train_clients == "all":
             clients = self.fed.all_clients()
             self.theta, self.local = self._local_rounds(clients)
-            uploaded = {k: v.index_select(0, sampled.to(v.device)) for k, v in self.local.items()}
+            uploaded = select(self.local, sampled)
         else:
             theta, uploaded = self._local_rounds(sampled)
             rows = sampled.to(self.fed.device)
