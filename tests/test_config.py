@@ -132,7 +132,7 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
         (
             {"runs": {"x": {"algorithm": "fedavg", "clients_per_round": 9}}},
             "studies.s.runs.x.clients_per_round",
-            "partition has 6",
+            "study has 6 clients",
         ),
         (
             {"runs": {"x": {"algorithm": "fedavg", "sampling": "shuffle"}}},

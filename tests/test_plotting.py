@@ -81,7 +81,7 @@ def test_normalize_string_and_mapping():
         ({"metrics": ["test_acc_personal"], "ylim": [1, 0]}, "k[0].ylim", "low < high"),
         ({"metrics": ["test_acc_personal"], "logy": True, "ylim": [0, 1]}, "k[0].ylim", "low > 0"),
         ({"metrics": ["test_acc_personal"], "logy": "yes"}, "k[0].logy", "true or false"),
-        ({"metrics": ["test_acc_personal"], "x": "time"}, "k[0].x", "allowed: round"),
+        ({"metrics": ["test_acc_personal"], "x": "time"}, "k[0].x", "allowed: round, test_acc_personal"),
         ({"metrics": ["test_acc_personal"], "colour": "red"}, "k[0]", "allowed: labels, logy, metrics"),
         (3, "k[0]", "metric name or a mapping"),
     ],
@@ -156,3 +156,22 @@ def test_plot_empty_raises(tables, tmp_path):
     with pytest.raises(ValueError, match="no finite values"):
         plot_figure(long[long["metric"] == "train_loss_global"], fig, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_against_a_metric(tables, tmp_path):
+    """x = a metric: each round sits at the seeds' mean of that metric (e.g. gradients computed)."""
+    long, _ = tables
+    evals = long[long["metric"] == "train_loss_global"].assign(
+        metric="grad_evals", value=lambda d: 10.0 * d["round"]
+    )
+    long = pd.concat([long, evals])
+    fig = normalize_figures(
+        [{"metrics": ["test_acc_personal"], "runs": ["fedavg"], "x": "grad_evals"}],
+        RUNS,
+        METRICS | {"grad_evals"},
+        "k",
+    )[0]
+    figure = plot_figure(long, fig, tmp_path / "x.png")
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "grad evals"
+    assert list(ax.lines[0].get_xdata()) == [10.0 * r for r in range(30)]

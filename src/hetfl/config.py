@@ -2,9 +2,13 @@
 
 Everything the workflow plans comes from ``build_suite(config)``, which fails before any job runs,
 with a ``ConfigError`` naming the dotted key and the allowed values, on: an unknown study key,
-dataset, partition scheme, model, algorithm, hyper-parameter, metric or run in a figure/claim; a
-value of the wrong type or out of range; an impossible partition (more clients than samples, a
-Dirichlet split that cannot give every client its minimum) or more sampled clients than clients.
+dataset, partition scheme, model, problem, algorithm, hyper-parameter, metric or run in a
+figure/claim; a value of the wrong type or out of range; an impossible partition (more clients than
+samples, a Dirichlet split that cannot give every client its minimum); more sampled clients than
+clients; an algorithm that does not run on the study's environment.
+
+A study trains on client data (``dataset`` + ``partition`` + ``model``: its environment is a
+federation) or on a generated problem (``problem``, see ``hetfl.problems``).
 
 Precedence of a run's settings: study level (``eval_every``, ``sampling``, ``device``, ``dtype``,
 ``model``) < the study's ``defaults`` < the run's own entry. ``defaults`` holds values shared by every
@@ -20,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hetfl.algorithms import REGISTRY as ALGORITHMS
 from hetfl.algorithms import algorithm_module, get_algorithm
 from hetfl.claims import normalize_claims
 from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
@@ -27,29 +32,17 @@ from hetfl.data.partition import check_partition, normalize_partition_spec, part
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
-from hetfl.metrics import metric_names
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.plotting import normalize_figures
+from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
 
 STUDY_KEYS = (
-    "description",
-    "dataset",
-    "partition",
-    "model",
-    "rounds",
-    "seeds",
-    "eval_every",
-    "sampling",
-    "device",
-    "dtype",
-    "defaults",
-    "runs",
-    "grid",
-    "figures",
-    "claims",
-    "paper",
-)
-REQUIRED_STUDY_KEYS = ("dataset", "partition", "model", "rounds", "seeds", "runs")
+    "description", "dataset", "partition", "model", "problem", "rounds", "seeds", "eval_every", "sampling",
+    "device", "dtype", "defaults", "runs", "grid", "figures", "claims", "paper",
+)  # fmt: skip
+REQUIRED_STUDY_KEYS = ("rounds", "seeds", "runs")
+DATA_KEYS = ("dataset", "partition", "model")
+FEDERATION = "federation"
 RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, with their study-level defaults
     "eval_every": 1,
     "sampling": "epoch",
@@ -69,18 +62,22 @@ class RunSpec:
     label: str
     algorithm: str
     hyperparameters: dict[str, Any]
-    models: tuple[str, ...]
+    metrics: tuple[str, ...]
     settings: dict[str, Any]
 
     def as_dict(self, study: Study) -> dict[str, Any]:
         """The fully resolved spec a training job receives (JSON-serializable)."""
+        env = (
+            {"problem": study.problem}
+            if study.problem
+            else {"dataset": study.dataset, "partition": study.partition}
+        )
         return {
             "study": self.study,
             "run": self.label,
             "algorithm": self.algorithm,
             "hyperparameters": self.hyperparameters,
-            "dataset": study.dataset,
-            "partition": study.partition,
+            **env,
             "rounds": study.rounds,
             **self.settings,
         }
@@ -91,10 +88,11 @@ class Study:
     """A resolved study."""
 
     name: str
-    dataset: dict[str, Any]
-    dataset_id: str
-    partition: dict[str, Any]
-    partition_id: str
+    dataset: dict[str, Any] | None
+    dataset_id: str | None
+    partition: dict[str, Any] | None
+    partition_id: str | None
+    problem: dict[str, Any] | None
     num_clients: int
     rounds: int
     seeds: list[int]
@@ -104,6 +102,11 @@ class Study:
     claims: list[dict[str, Any]]
     paper: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+
+    @property
+    def environment(self) -> str:
+        """``"federation"`` for a study on client data, else the name of its problem."""
+        return self.problem["name"] if self.problem else FEDERATION
 
     def partition_seed(self, seed: int) -> int:
         """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
@@ -179,14 +182,17 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
-def resolve_run(study: str, label: str, run: dict, defaults: dict, base: dict, key: str) -> RunSpec:
+def resolve_run(
+    study: str, label: str, run: dict, defaults: dict, base: dict, key: str, environment: str = FEDERATION
+) -> RunSpec:
     """Resolve one run: its algorithm, hyper-parameters (defaults filled in) and settings.
 
     Args:
         run: the run's config entry (``algorithm`` plus hyper-parameters and settings).
         defaults: the study's ``defaults`` (only keys the algorithm knows are taken).
-        base: study-level settings and the study's model spec.
+        base: study-level settings and, for a federation, the study's model spec.
         key: dotted config path of the run.
+        environment: ``"federation"`` or the study's problem name; the algorithm must run on it.
     """
     if not LABEL.match(label):
         raise ConfigError(key, f"run label '{label}' may contain only letters, digits and _ . = + -")
@@ -194,17 +200,32 @@ def resolve_run(study: str, label: str, run: dict, defaults: dict, base: dict, k
     if "algorithm" not in run:
         raise ConfigError(f"{key}.algorithm", "every run names its algorithm")
     cls = get_algorithm(run["algorithm"], key=f"{key}.algorithm")
+    if cls.inputs != environment:
+        fitting = [name for name in ALGORITHMS if get_algorithm(name).inputs == environment]
+        where = (
+            "client data (dataset, partition, model)"
+            if environment == FEDERATION
+            else f"problem '{environment}'"
+        )
+        raise ConfigError(
+            f"{key}.algorithm", f"algorithm '{cls.name}' does not run on {where}", allowed=fitting
+        )
     known = set(cls.Hyperparameters.names())
-    merged = {k: v for k, v in defaults.items() if k in known or k in RUN_SETTINGS or k == "model"}
+    federation = environment == FEDERATION
+    merged = {
+        k: v for k, v in defaults.items() if k in known or k in RUN_SETTINGS or (federation and k == "model")
+    }
     merged.update({k: v for k, v in run.items() if k != "algorithm"})
     settings = {name: merged.pop(name, base[name]) for name in RUN_SETTINGS}
-    own = _require_mapping(merged.pop("model", {}), f"{key}.model")
-    same = own.get("name", base["model"]["name"]) == base["model"]["name"]
-    model = {**base["model"], **own} if same else own  # another model: none of the study model's options
+    if federation:
+        own = _require_mapping(merged.pop("model", {}), f"{key}.model")
+        same = own.get("name", base["model"]["name"]) == base["model"]["name"]
+        model = {**base["model"], **own} if same else own  # another model: none of the study model's options
     hp = cls.Hyperparameters.from_dict(merged, key)
     settings = _settings(settings, key)
-    settings["model"] = normalize_model_spec(model, f"{key}.model")
-    return RunSpec(study, label, cls.name, hp.as_dict(), cls.models, settings)
+    if federation:
+        settings["model"] = normalize_model_spec(model, f"{key}.model")
+    return RunSpec(study, label, cls.name, hp.as_dict(), tuple(cls.metric_names()), settings)
 
 
 def resolve_study(name: str, study: dict) -> Study:
@@ -234,43 +255,38 @@ def resolve_study(name: str, study: dict) -> Study:
             f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
         )
 
-    dataset = normalize_dataset_spec(_require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
-    info = dataset_info(dataset)
-    partition = normalize_partition_spec(
-        _require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
-    )
-    fixed = partition.get("seed")
-    check_partition(
-        partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
-    )
-    num_clients = int(partition["clients"])
-
     base = {name: study.get(name, default) for name, default in RUN_SETTINGS.items()}
-    base["model"] = normalize_model_spec(_require_mapping(study["model"], f"{key}.model"), f"{key}.model")
+    if "problem" in study:
+        env = _problem_environment(study, key)
+    else:
+        env = _data_environment(study, seeds, key)
+        base["model"] = normalize_model_spec(_require_mapping(study["model"], f"{key}.model"), f"{key}.model")
+    environment = env["problem"]["name"] if env["problem"] else FEDERATION
     defaults = _require_mapping(study.get("defaults", {}), f"{key}.defaults")
     runs_cfg = _require_mapping(study["runs"], f"{key}.runs")
     if not runs_cfg:
         raise ConfigError(f"{key}.runs", "a study needs at least one run")
     runs_cfg = expand_grid(runs_cfg, _require_mapping(study.get("grid", {}), f"{key}.grid"), f"{key}.grid")
     runs = {
-        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}")
+        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}", environment)
         for label, run in runs_cfg.items()
     }
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
-        _check_run_against_data(spec, info, num_clients, f"{key}.runs.{label}")
+        _check_run(spec, env, f"{key}.runs.{label}")
 
-    metrics = {m for spec in runs.values() for m in metric_names(spec.models)}
+    metrics = {m for spec in runs.values() for m in spec.metrics}
     figures_cfg = study.get("figures") or _default_figures(metrics)
     figures = normalize_figures(figures_cfg, list(runs), metrics, f"{key}.figures")
     claims = normalize_claims(study.get("claims") or [], list(runs), metrics, f"{key}.claims")
     return Study(
         name=name,
-        dataset=dataset,
-        dataset_id=dataset_id(dataset),
-        partition=partition,
-        partition_id=partition_id({k: v for k, v in partition.items() if k != "seed"}),
-        num_clients=num_clients,
+        dataset=env["dataset"],
+        dataset_id=env["dataset_id"],
+        partition=env["partition"],
+        partition_id=env["partition_id"],
+        problem=env["problem"],
+        num_clients=env["num_clients"],
         rounds=rounds,
         seeds=list(seeds),
         runs=runs,
@@ -280,6 +296,50 @@ def resolve_study(name: str, study: dict) -> Study:
         paper=_require_mapping(study.get("paper", {}), f"{key}.paper"),
         description=str(study.get("description", "")),
     )
+
+
+def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]:
+    """Dataset, partition and their ids for a study on client data."""
+    for k in DATA_KEYS:
+        if k not in study:
+            raise ConfigError(f"{key}.{k}", "missing required study key (or declare a 'problem')")
+    dataset = normalize_dataset_spec(_require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
+    info = dataset_info(dataset)
+    partition = normalize_partition_spec(
+        _require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
+    )
+    fixed = partition.get("seed")
+    check_partition(
+        partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
+    )
+    return {
+        "dataset": dataset,
+        "dataset_id": dataset_id(dataset),
+        "partition": partition,
+        "partition_id": partition_id({k: v for k, v in partition.items() if k != "seed"}),
+        "problem": None,
+        "num_clients": int(partition["clients"]),
+        "info": info,
+    }
+
+
+def _problem_environment(study: dict, key: str) -> dict[str, Any]:
+    """The normalized problem of a study on a generated problem."""
+    for k in DATA_KEYS:
+        if k in study:
+            raise ConfigError(
+                f"{key}.{k}", "a study on a generated problem has no dataset, partition or model"
+            )
+    problem = normalize_problem_spec(_require_mapping(study["problem"], f"{key}.problem"), f"{key}.problem")
+    return {
+        "dataset": None,
+        "dataset_id": None,
+        "partition": None,
+        "partition_id": None,
+        "problem": problem,
+        "num_clients": problem_clients(problem),
+        "info": None,
+    }
 
 
 def _default_figures(metrics: set[str]) -> list[str]:
@@ -295,16 +355,20 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
             raise ConfigError(f"{key}.{k}", "no run of this study uses this key", allowed=known)
 
 
-def _check_run_against_data(spec: RunSpec, info, num_clients: int, key: str) -> None:
+def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
+    """Checks that need the run and its environment: S ≤ N, and the model fits the data."""
     s = spec.hyperparameters.get("clients_per_round")
-    if s is not None and s > num_clients:
+    if s is not None and s > env["num_clients"]:
         raise ConfigError(
-            f"{key}.clients_per_round", f"{s} clients per round but the partition has {num_clients}"
+            f"{key}.clients_per_round",
+            f"{s} clients per round but the study has {env['num_clients']} clients",
         )
-    try:
-        build_model(spec.settings["model"], tuple(info.sample_shape), info.num_classes)
-    except ValueError as err:
-        raise ConfigError(f"{key}.model.name", str(err)) from None
+    if env["info"] is not None:
+        info = env["info"]
+        try:
+            build_model(spec.settings["model"], tuple(info.sample_shape), info.num_classes)
+        except ValueError as err:
+            raise ConfigError(f"{key}.model.name", str(err)) from None
 
 
 def build_suite(config: dict) -> Suite:
@@ -332,8 +396,10 @@ def build_suite(config: dict) -> Suite:
     return Suite(studies, list(select))
 
 
-def train_fingerprint(algorithm: str) -> str:
-    """Code fingerprint of a training job of ``algorithm`` (its module, the training driver, and their imports)."""
+def train_fingerprint(algorithm: str, problem: str | None = None) -> str:
+    """Code fingerprint of a training job of ``algorithm`` (on ``problem``, if any): its module, the
+    problem's module, the training driver, and everything they import from hetfl."""
     from hetfl.fingerprint import fingerprint
 
-    return fingerprint([algorithm_module(algorithm), "hetfl.train"])
+    modules = [algorithm_module(algorithm), "hetfl.train"]
+    return fingerprint(modules + ([problem_module(problem)] if problem else []))

@@ -8,26 +8,29 @@ The hash is over each module's AST, so comments and formatting do not count; doc
 A package's ``__init__`` counts only when code imports names from the package itself
 (``from hetfl.models import build_model``), not when it imports a submodule
 (``from hetfl.data.dataset import Dataset``): package ``__init__`` files only re-export. The algorithm
-registry (``hetfl.algorithms``) is never followed: it maps names to modules as strings, and adding an
-algorithm must not rerun the others.
+and problem registries (``hetfl.algorithms``, ``hetfl.problems``) are never followed: they map names to
+modules as strings, and adding an algorithm must not rerun the others.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent  # .../hetfl
 PACKAGE = "hetfl"
-EXCLUDE = frozenset({"hetfl.algorithms"})  # the registry: names -> module paths
+EXCLUDE = frozenset({"hetfl.algorithms", "hetfl.problems"})  # the registries: names -> module paths
+_EXTERNAL: dict[str, Path] = {}  # modules outside hetfl named explicitly (e.g. a registered plugin)
 
 
 def _path(module: str) -> Path | None:
+    """The source file of a hetfl module (None for other packages: their imports are not followed)."""
     parts = module.split(".")
     if parts[0] != PACKAGE:
-        return None
+        return _EXTERNAL.get(module)
     base = ROOT.joinpath(*parts[1:])
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
@@ -67,7 +70,17 @@ def _parse(module: str) -> tuple[str, tuple[str, ...]]:
 
 
 def closure(modules: list[str]) -> list[str]:
-    """Every hetfl module the given modules import, transitively (including themselves), sorted."""
+    """Every hetfl module the given modules import, transitively (including themselves), sorted.
+
+    A given module outside hetfl (an algorithm or problem registered from another package) is located
+    with ``importlib`` and hashed too; of its imports, only hetfl's are followed.
+    """
+    for module in modules:
+        if not module.startswith(PACKAGE + ".") and module not in _EXTERNAL:
+            spec = importlib.util.find_spec(module)
+            if spec is None or not spec.origin:
+                raise ModuleNotFoundError(f"no module '{module}'")
+            _EXTERNAL[module] = Path(spec.origin)
     seen: set[str] = set()
     stack = list(modules)
     while stack:

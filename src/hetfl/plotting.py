@@ -13,7 +13,7 @@ run that reports it) or a mapping::
         logy: false
         ylim: [0.86, 0.95]
         smooth: 20                               # moving average over evaluated rounds
-        x: round
+        x: round                                 # or a metric, e.g. grad_evals: curves against it
 
 Drawing uses matplotlib's Agg canvas directly (no pyplot state, no display needed).
 """
@@ -33,7 +33,7 @@ from matplotlib.lines import Line2D
 from hetfl.errors import ConfigError
 
 FIGURE_KEYS = ("name", "metrics", "runs", "labels", "title", "logy", "ylim", "smooth", "x")
-X_AXES = ("round",)
+X_AXES = ("round",)  # or the name of any metric the study reports
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,99}")
 """A figure name is a file name: letters, digits and ``_ . = + -``, not starting with a dot."""
 
@@ -98,8 +98,8 @@ def _figure(entry: dict, runs: list[str], metrics: list[str], key: str) -> dict:
     if type(fig["smooth"]) is not int or fig["smooth"] < 1:
         raise ConfigError(f"{key}.smooth", "expected an integer window >= 1")
     fig["x"] = entry.get("x", "round")
-    if fig["x"] not in X_AXES:
-        raise ConfigError(f"{key}.x", f"unknown x axis {fig['x']!r}", allowed=X_AXES)
+    if fig["x"] not in X_AXES and fig["x"] not in metrics:
+        raise ConfigError(f"{key}.x", f"unknown x axis {fig['x']!r}", allowed=[*X_AXES, *metrics])
     return fig
 
 
@@ -114,7 +114,7 @@ def normalize_figures(figures: list, runs: list[str], metrics: set[str], key: st
     Returns:
         One dict per figure with keys name, metrics (list), runs (list, or None for every run
         that reports the metrics), labels ({run: label}), title (str), logy (bool), ylim
-        ([lo, hi] or None), smooth (int window >= 1), x (``round``).
+        ([lo, hi] or None), smooth (int window >= 1), x (``round`` or a metric name).
 
     Raises:
         ConfigError: naming ``{key}[i]`` or ``{key}[i].<field>``: an unknown key, metric or run
@@ -178,8 +178,11 @@ def plot_figure(
     out_pdf: str | Path | None = None,
     title_prefix: str = "",
     status: pd.DataFrame | None = None,
-) -> None:
+) -> Figure:
     """Draw one figure: a panel per metric, x = round, y = the mean over seeds with a ±1 sd band.
+
+    With ``fig["x"]`` a metric (e.g. ``grad_evals``), each evaluated round is placed at the seeds' mean
+    of that metric at that round, so seeds are still averaged point by point.
 
     A run with a single seed draws no band. Curves are smoothed per seed by a trailing moving
     average over ``fig["smooth"]`` evaluated rounds before averaging (the pFedMe code smooths the
@@ -195,6 +198,9 @@ def plot_figure(
         status: the status table of ``load_runs``; when absent, a seed counts as diverged if it
             recorded a non-finite value.
 
+    Returns:
+        The matplotlib ``Figure`` (already saved).
+
     Raises:
         ValueError: there are no finite values of the figure's metrics for its runs.
     """
@@ -207,6 +213,10 @@ def plot_figure(
         )
     labels = run_labels(long, fig, status)
     data = data.sort_values(["run", "seed", "metric", "round"], kind="mergesort")
+    x = fig.get("x", "round")
+    if x != "round":
+        xs = long[long["metric"] == x].groupby(["run", "round"])["value"].mean().rename("_x")
+        data = data.join(xs, on=["run", "round"]).dropna(subset=["_x"])
     smooth = fig.get("smooth", 1)
     data = data.assign(
         label=data["run"].map(labels),
@@ -227,7 +237,7 @@ def plot_figure(
             order = [label for label in palette if label in set(panel["label"])]
             sns.lineplot(
                 data=panel,
-                x="round",
+                x="round" if x == "round" else "_x",
                 y="value",
                 hue="label",
                 hue_order=order,
@@ -237,7 +247,7 @@ def plot_figure(
                 legend=False,
                 ax=ax,
             )
-        ax.set_xlabel("Round")
+        ax.set_xlabel("Round" if x == "round" else metric_label(x))
         ax.set_ylabel(metric_label(metric))
         if fig.get("logy"):
             ax.set_yscale("log")
@@ -252,3 +262,4 @@ def plot_figure(
     for path in (out_png, out_pdf):
         if path is not None:
             figure.savefig(path, dpi=150)
+    return figure

@@ -25,11 +25,11 @@ from tqdm import tqdm
 from hetfl.algorithms import get_algorithm
 from hetfl.data.dataset import Dataset
 from hetfl.data.partition import Partition
-from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
 from hetfl.models import build_model
+from hetfl.problems import build_problem
 from hetfl.records import MetricsWriter, write_json
 
 
@@ -52,20 +52,29 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build(spec: dict[str, Any], seed: int, data: Path | str, partition: Path | str, device: torch.device):
-    """Load the data and partition, and build the federation and the algorithm of ``spec``.
+def build(
+    spec: dict[str, Any],
+    seed: int,
+    data: Path | str | None,
+    partition: Path | str | None,
+    device: torch.device,
+):
+    """Build the environment (a federation from the data and partition files, or a generated problem)
+    and the algorithm of ``spec``.
 
     Returns:
-        ``(federation, algorithm)``.
+        ``(environment, algorithm)``.
     """
-    dataset = Dataset.load(data)
-    part = Partition.load(partition)
-    model = build_model(spec["model"], dataset.sample_shape, dataset.num_classes)
     dtype = getattr(torch, spec["dtype"])
-    fed = Federation.from_partition(dataset, part, model, device, dtype)
+    if "problem" in spec:
+        env = build_problem(spec["problem"], seed, device, dtype)
+    else:
+        dataset = Dataset.load(data)
+        model = build_model(spec["model"], dataset.sample_shape, dataset.num_classes)
+        env = Federation.from_partition(dataset, Partition.load(partition), model, device, dtype)
     cls = get_algorithm(spec["algorithm"])
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
-    return fed, cls(fed, hp, seed, spec["sampling"])
+    return env, cls(env, hp, seed, spec["sampling"])
 
 
 def _versions() -> dict[str, str]:
@@ -81,8 +90,8 @@ def _versions() -> dict[str, str]:
 def train(
     spec: dict[str, Any],
     seed: int,
-    data: Path | str,
-    partition: Path | str,
+    data: Path | str | None,
+    partition: Path | str | None,
     outputs: RunOutputs,
     threads: int = 1,
     log: IO[str] | None = None,
@@ -92,7 +101,7 @@ def train(
     Args:
         spec: the resolved run spec (``hetfl.config.Study.run_json``, parsed).
         seed: the run seed.
-        data: the dataset ``.npz``; partition: the partition ``.npz``.
+        data: the dataset ``.npz``; partition: the partition ``.npz`` (both None for a generated problem).
         outputs: where to write metrics, per-client metrics, run record and final model.
         threads: torch intra-op threads (the job's ``threads:``).
         log: progress-bar stream (the job's log file); stderr when None.
@@ -109,9 +118,8 @@ def train(
 def _train(spec, seed, data, partition, outputs, log):
     device = pick_device(spec["device"])
     start = time.perf_counter()
-    fed, algorithm = build(spec, seed, data, partition, device)
-    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
-    evaluator = Evaluator(fed)
+    env, algorithm = build(spec, seed, data, partition, device)
+    schedule = participation_schedule(env.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     bar = tqdm(
@@ -124,7 +132,7 @@ def _train(spec, seed, data, partition, outputs, log):
     )
     with MetricsWriter(outputs.metrics, outputs.client_metrics) as writer:
         outcome = run_rounds(
-            algorithm, schedule, evaluator, spec["eval_every"], writer.write, on_round=lambda t: bar.update(1)
+            algorithm, schedule, spec["eval_every"], writer.write, on_round=lambda t: bar.update(1)
         )
     bar.close()
     torch.save(algorithm.state_dict(), outputs.model)
@@ -141,7 +149,7 @@ def _train(spec, seed, data, partition, outputs, log):
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
         "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "threads": torch.get_num_threads(),
-        "num_clients": fed.num_clients,
+        "num_clients": env.num_clients,
         "clients_per_round": algorithm.clients_per_round,
         # the same for every run of a study with the same seed and S: they see the same clients each round
         "participation_sha256": hashlib.sha256(schedule.numpy().tobytes()).hexdigest()[:16],

@@ -27,8 +27,9 @@ except ConfigError as err:
     raise WorkflowError(f"invalid configuration: {err}") from None
 
 STUDIES = SUITE.studies
-DATASETS = {s.dataset_id: s.dataset for s in STUDIES.values()}
-PARTITIONS = {(s.dataset_id, s.partition_id): s.partition for s in STUDIES.values()}
+DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}  # the others: generated problems
+DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
+PARTITIONS = {(s.dataset_id, s.partition_id): s.partition for s in DATA_STUDIES.values()}
 ENV = "../envs/hetfl.yaml"
 DATA_CODE = fingerprint(["hetfl.data.registry"])
 PARTITION_CODE = fingerprint(["hetfl.data.partition", "hetfl.data.stats"])
@@ -62,6 +63,8 @@ def get_partition_spec(wildcards):
 
 def get_train_input(wildcards):
     s = STUDIES[wildcards.study]
+    if s.dataset is None:
+        return {}  # a generated problem: built inside the training job
     return {
         "data": f"results/data/{s.dataset_id}/data.npz",
         "partition": f"{partition_dir(wildcards.study, int(wildcards.seed))}/clients.npz",
@@ -73,7 +76,8 @@ def get_run_spec(wildcards):
 
 
 def get_run_code(wildcards):
-    return train_fingerprint(STUDIES[wildcards.study].runs[wildcards.run].algorithm)
+    s = STUDIES[wildcards.study]
+    return train_fingerprint(s.runs[wildcards.run].algorithm, s.problem and s.problem["name"])
 
 
 def study_runs(study):
@@ -122,7 +126,8 @@ def final_outputs():
     out = []
     for name in SUITE.selected:
         s = STUDIES[name]
-        out += [f"{partition_dir(name, seed)}/stats.png" for seed in s.seeds]
+        if s.dataset is not None:
+            out += [f"{partition_dir(name, seed)}/stats.png" for seed in s.seeds]
         out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md")]
         out += figure_files(name, "png") + figure_files(name, "pdf")
     return sorted(set(out))

@@ -12,8 +12,8 @@ out = snakemake.output
 info = train(
     json.loads(snakemake.params.spec),
     int(snakemake.wildcards.seed),
-    snakemake.input.data,
-    snakemake.input.partition,
+    snakemake.input.get("data"),  # absent for a generated problem
+    snakemake.input.get("partition"),
     RunOutputs(out.metrics, out.client_metrics, out.info, out.model),
     threads=snakemake.threads,
     log=log,

@@ -1,64 +1,119 @@
-"""The protocol every algorithm implements, on top of the batched engine.
+"""The protocol every algorithm implements, and its version for algorithms that train on client data.
 
-An algorithm owns its state (stacked client parameters, the server model), and the runner
-(``hetfl.engine.runner``) drives it: ``round(t, sampled)`` once per communication round, then
-``eval_models()`` at evaluation rounds. Client work is batched over clients by the engine; an
-algorithm never loops over clients in Python and does no I/O.
+The runner (``hetfl.engine.runner``) drives an algorithm: ``round(t, sampled)`` once per communication
+round, ``evaluate()`` at evaluation rounds, ``finite()`` after every round. An algorithm never loops
+over clients in Python (its environment batches them) and does no I/O: it returns values.
+
+An algorithm runs on one kind of environment, its ``inputs``: ``"federation"`` (client data from a
+dataset and a partition, ``hetfl.engine.federation.Federation``) or the name of a generated problem
+(``hetfl.problems``, e.g. quadratic games). The config rejects a run whose algorithm does not fit its
+study's environment.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor
 
-from hetfl.algorithms.hyperparameters import Hyperparameters
+from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
-from hetfl.engine.params import Params, average
+from hetfl.engine.params import Params, all_finite, average
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
+from hetfl.metrics import evaluate_models, metric_names
+from hetfl.options import Options
+
+Rows = list[tuple[str, float]]
+ClientRows = list[tuple[int, str, float]]
 
 
 class Algorithm(ABC):
-    """Base class.
+    """Base of every algorithm.
 
     Class attributes:
         name: the config name (``algorithm: fedavg``).
-        Hyperparameters: the dataclass of its hyper-parameters.
-        models: the models it evaluates, e.g. ``("global", "personal")``; metric names are
-            ``{train,test}_{loss,acc}_{model}`` (``hetfl.metrics``).
+        Hyperparameters: the dataclass of its hyper-parameters (``hetfl.options.Options``).
+        inputs: ``"federation"`` or the name of the problem it runs on.
 
     Args:
-        fed: the federation (data, model, device).
+        env: its environment (a ``Federation``, or a problem of ``hetfl.problems``); must have ``num_clients``.
         hp: parsed hyper-parameters.
-        seed: the run seed; streams ``init``, ``batches`` and ``algorithm`` derive from it.
-        sampling: minibatch mode of ``BatchSampler`` (``epoch``, ``sequential``, ``replacement``).
+        seed: the run seed; the stream ``algorithm`` (``self.rng``) is for the algorithm's own randomness.
+        sampling: minibatch mode (``hetfl.engine.sampler.MODES``), for algorithms that sample data.
     """
 
     name: ClassVar[str]
-    Hyperparameters: ClassVar[type[Hyperparameters]]
-    models: ClassVar[tuple[str, ...]]
+    Hyperparameters: ClassVar[type[Options]]
+    inputs: ClassVar[str] = "federation"
 
-    def __init__(self, fed: Federation, hp: Hyperparameters, seed: int, sampling: str = "epoch"):
-        self.fed = fed
+    def __init__(self, env: Any, hp: Options, seed: int, sampling: str = "epoch"):
+        self.env = env
         self.hp = hp
         self.seed = seed
+        self.sampling = sampling
         self.rng = generator(seed, "algorithm")
-        self.sampler = BatchSampler(
-            fed.train.sizes, getattr(hp, "batch_size", 1), generator(seed, "batches"), sampling
-        )
-
-    def initial_model(self) -> Params:
-        """The initial model w_0 ``[1, ...]`` on the federation's device (stream ``init``: the same for every run)."""
-        init = self.fed.model.init(generator(self.seed, "init"), self.fed.dtype)
-        return {k: v.to(self.fed.device) for k, v in init.items()}
 
     @property
     def clients_per_round(self) -> int:
         """S, the clients sampled per round (all N when the algorithm has no such hyper-parameter or it is null)."""
         s = getattr(self.hp, "clients_per_round", None)
-        return self.fed.num_clients if s is None else s
+        return self.env.num_clients if s is None else s
+
+    @classmethod
+    @abstractmethod
+    def metric_names(cls) -> list[str]:
+        """Every metric name ``evaluate`` may report (validated against figures and claims)."""
+
+    @abstractmethod
+    def round(self, t: int, sampled: Tensor) -> None:
+        """Run communication round ``t`` (1-based); ``sampled: LongTensor[S]`` are the server's clients."""
+
+    @abstractmethod
+    def evaluate(self) -> tuple[Rows, ClientRows]:
+        """Metrics now: ``[(metric, value)]`` and per client ``[(client, metric, value)]``.
+
+        A metric whose name contains ``loss`` and is not finite marks the run as diverged.
+        """
+
+    @abstractmethod
+    def finite(self) -> bool:
+        """False once the state holds NaN/inf (checked after every round)."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Tensor]:
+        """The final state for ``final.pt`` (CPU tensors)."""
+
+
+class FederatedAlgorithm(Algorithm):
+    """An algorithm that trains models on client data (a ``Federation``).
+
+    Class attributes:
+        models: the models it evaluates, e.g. ``("global", "personal")``; metric names are
+            ``{train,test}_{loss,acc}_{model}`` (``hetfl.metrics``).
+
+    The minibatch sampler (stream ``batches``) and the initial model (stream ``init``) derive from the seed.
+    """
+
+    models: ClassVar[tuple[str, ...]]
+
+    def __init__(self, fed: Federation, hp: Options, seed: int, sampling: str = "epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.fed = fed
+        self.sampler = BatchSampler(
+            fed.train.sizes, getattr(hp, "batch_size", 1), generator(seed, "batches"), sampling
+        )
+        self._evaluator: Evaluator | None = None
+
+    @classmethod
+    def metric_names(cls) -> list[str]:
+        return metric_names(cls.models)
+
+    def initial_model(self) -> Params:
+        """The initial model w_0 ``[1, ...]`` on the federation's device (stream ``init``: the same for every run)."""
+        init = self.fed.model.init(generator(self.seed, "init"), self.fed.dtype)
+        return {k: v.to(self.fed.device) for k, v in init.items()}
 
     def aggregation_weights(self, sampled: Tensor) -> Tensor | None:
         """Weights of the sampled clients' models: None (uniform 1/S) or n_i / Σ_{j∈S} n_j (``client_weights``)."""
@@ -72,17 +127,25 @@ class Algorithm(ABC):
         return average(params, self.aggregation_weights(sampled))
 
     @abstractmethod
-    def round(self, t: int, sampled: Tensor) -> None:
-        """Run communication round ``t`` (1-based); ``sampled: LongTensor[S]`` are the server's clients."""
-
-    @abstractmethod
     def eval_models(self) -> dict[str, Params]:
         """Model name -> params ``[1, ...]`` (shared) or ``[N, ...]`` (one per client); aliases allowed."""
 
+    def evaluate(self) -> tuple[Rows, ClientRows]:
+        """Every model of ``eval_models`` on both splits of every client (``hetfl.metrics.evaluate_models``)."""
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.fed)
+        return evaluate_models(self._evaluator, self.eval_models())
+
+    def finite(self) -> bool:
+        return all(all_finite(p) for p in self.eval_models().values())
+
     def state_dict(self) -> dict[str, Tensor]:
-        """Final state for ``final.pt``: ``{"<model>/<param>": tensor}`` for every evaluated model (on CPU)."""
+        """``{"<model>/<param>": tensor}`` for every evaluated model (on CPU)."""
         out: dict[str, Tensor] = {}
         for model, params in self.eval_models().items():
             for k, v in params.items():
                 out[f"{model}/{k}"] = v.detach().cpu()
         return out
+
+
+__all__ = ["Algorithm", "ClientRows", "FederatedAlgorithm", "Rows"]

@@ -14,10 +14,6 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from hetfl.engine.evaluate import Evaluator
-from hetfl.engine.params import all_finite
-from hetfl.metrics import evaluate_models
-
 OnEval = Callable[[int, list[tuple[str, float]], list[tuple[int, str, float]]], None]
 
 
@@ -33,7 +29,6 @@ class RunOutcome:
 def run_rounds(
     algorithm,
     schedule: Tensor,
-    evaluator: Evaluator,
     eval_every: int,
     on_eval: OnEval,
     on_round: Callable[[int], None] | None = None,
@@ -44,7 +39,6 @@ def run_rounds(
     Args:
         algorithm: an ``hetfl.algorithms.base.Algorithm``.
         schedule: ``LongTensor[T, S]``, the sampled clients of each round (``participation_schedule``).
-        evaluator: evaluates the algorithm's models.
         eval_every: evaluate every this many rounds (and at round 0 and the last round).
         on_eval: called with ``(round, rows, client_rows)`` at each evaluation.
         on_round: called after every round with its number (progress bars, checkpoints).
@@ -56,15 +50,15 @@ def run_rounds(
     rounds = len(schedule)
 
     def evaluate(t: int) -> bool:
-        rows, client_rows = evaluate_models(evaluator, algorithm.eval_models())
+        rows, client_rows = algorithm.evaluate()
         on_eval(t, rows, client_rows)
-        return all(math.isfinite(v) for metric, v in rows if "_loss_" in metric)
+        return all(math.isfinite(v) for metric, v in rows if "loss" in metric)
 
     if start_round == 0 and not evaluate(0):
         return RunOutcome("diverged", 0, 0)
     for t in range(start_round + 1, rounds + 1):
         algorithm.round(t, schedule[t - 1])
-        finite = all(all_finite(p) for p in algorithm.eval_models().values())
+        finite = algorithm.finite()
         if not finite or t % eval_every == 0 or t == rounds:
             if not evaluate(t) or not finite:
                 return RunOutcome("diverged", t, t)

@@ -16,7 +16,7 @@ import dataclasses
 
 from torch import Tensor
 
-from hetfl.algorithms.base import Algorithm
+from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import local_sgd
 from hetfl.engine.params import Params, broadcast
@@ -27,7 +27,7 @@ class FedAvgHyperparameters(Federated):
     """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``."""
 
 
-class FedAvg(Algorithm):
+class FedAvg(FederatedAlgorithm):
     """FedAvg. State: the global model ``w: [1, ...]``."""
 
     name = "fedavg"

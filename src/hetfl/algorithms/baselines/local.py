@@ -11,7 +11,7 @@ import dataclasses
 
 from torch import Tensor
 
-from hetfl.algorithms.base import Algorithm
+from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import LocalTraining
 from hetfl.engine.grad import local_sgd
 from hetfl.engine.params import Params, broadcast
@@ -22,7 +22,7 @@ class LocalHyperparameters(LocalTraining):
     """``lr`` η, ``local_steps`` τ per round, ``batch_size`` |D|."""
 
 
-class Local(Algorithm):
+class Local(FederatedAlgorithm):
     """Local training. State: per-client models ``theta: [N, ...]``, all starting from the common w_0."""
 
     name = "local"

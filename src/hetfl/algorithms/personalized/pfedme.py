@@ -39,7 +39,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from hetfl.algorithms.base import Algorithm
+from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
@@ -69,7 +69,7 @@ class PFedMeHyperparameters(Federated):
         self._positive(key, "inner_l2", allow_zero=True)
 
 
-class PFedMe(Algorithm):
+class PFedMe(FederatedAlgorithm):
     """pFedMe. State: ``w [1, ...]`` (server), ``theta [N, ...]`` (θ̃_i), ``local [N, ...]`` (w_{i,R})."""
 
     name = "pfedme"
