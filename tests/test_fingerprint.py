@@ -28,7 +28,9 @@ def test_closure_follows_imports_but_not_the_registry():
     mods = fp.closure(["hetfl.algorithms.personalized.pfedme"])
     assert "hetfl.engine.grad" in mods and "hetfl.models.mlp" in mods
     assert "hetfl.algorithms.baselines.fedavg" not in mods
-    assert "hetfl.algorithms" not in fp.closure(PFEDME)  # the registry is only names -> modules
+    assert "hetfl.algorithms" not in fp.closure(
+        PFEDME
+    )  # the registry discovers modules, it is not code they run
 
 
 def test_editing_one_algorithm_changes_only_its_fingerprint(package):

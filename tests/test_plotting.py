@@ -57,9 +57,10 @@ def test_normalize_string_and_mapping():
         "logy": False,
         "ylim": None,
         "smooth": 1,
+        "kind": "lines",
         "x": "round",
     }
-    assert figs[1] == {**mapping, "ylim": [0.1, 2.0], "x": "round"}
+    assert figs[1] == {**mapping, "ylim": [0.1, 2.0], "kind": "lines", "x": "round"}
     default_name = normalize_figures([{"metrics": ["train_loss_global"]}], RUNS, METRICS, "k")[0]["name"]
     assert default_name == "train_loss_global"
 
@@ -82,7 +83,7 @@ def test_normalize_string_and_mapping():
         ({"metrics": ["test_acc_personal"], "logy": True, "ylim": [0, 1]}, "k[0].ylim", "low > 0"),
         ({"metrics": ["test_acc_personal"], "logy": "yes"}, "k[0].logy", "true or false"),
         ({"metrics": ["test_acc_personal"], "x": "time"}, "k[0].x", "allowed: round, test_acc_personal"),
-        ({"metrics": ["test_acc_personal"], "colour": "red"}, "k[0]", "allowed: labels, logy, metrics"),
+        ({"metrics": ["test_acc_personal"], "colour": "red"}, "k[0]", "allowed: kind, labels, logy, metrics"),
         (3, "k[0]", "metric name or a mapping"),
     ],
 )

@@ -13,12 +13,13 @@ from hetfl.errors import ConfigError
 from hetfl.fingerprint import closure
 from hetfl.train import RunOutputs, train
 from tests.test_config import BASE
+from tests.toy_problem import ToyGD, ToyProblem
 
 
 @pytest.fixture(autouse=True)
 def toy(monkeypatch):
-    monkeypatch.setitem(problems.REGISTRY, "toy", ("tests.toy_problem", "ToyProblem"))
-    monkeypatch.setitem(algorithms.REGISTRY, "toy_gd", ("tests.toy_problem", "ToyGD"))
+    monkeypatch.setitem(problems.registry(), "toy", ToyProblem)  # the cached registries
+    monkeypatch.setitem(algorithms.registry(), "toy_gd", ToyGD)
 
 
 def study(**changes):

@@ -83,7 +83,7 @@ def test_one_command_produces_every_output(repo):
         }
         for run in STUDY["runs"]:
             files = {p.name for p in (repo / f"results/runs/tiny/{run}/seed={seed}").iterdir()}
-            assert files == {"metrics.csv", "metrics_clients.csv", "run.json", "final.pt"}
+            assert files == {"metrics.csv", "metrics_clients.csv", "run.json", "final.pt", "artifacts.npz"}
     for name in ("metrics.csv", "summary.csv", "summary.md", "claims.csv", "claims.md"):
         assert (repo / "results/tables/tiny" / name).stat().st_size > 0
     for fig in ("test_acc_personal", "losses"):

@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hetfl.algorithms import REGISTRY as ALGORITHMS
 from hetfl.algorithms import algorithm_module, get_algorithm
+from hetfl.algorithms import registry as algorithm_registry
 from hetfl.claims import normalize_claims
 from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
@@ -201,7 +201,7 @@ def resolve_run(
         raise ConfigError(f"{key}.algorithm", "every run names its algorithm")
     cls = get_algorithm(run["algorithm"], key=f"{key}.algorithm")
     if cls.inputs != environment:
-        fitting = [name for name in ALGORITHMS if get_algorithm(name).inputs == environment]
+        fitting = [name for name, other in algorithm_registry().items() if other.inputs == environment]
         where = (
             "client data (dataset, partition, model)"
             if environment == FEDERATION

@@ -32,7 +32,8 @@ from matplotlib.lines import Line2D
 
 from hetfl.errors import ConfigError
 
-FIGURE_KEYS = ("name", "metrics", "runs", "labels", "title", "logy", "ylim", "smooth", "x")
+FIGURE_KEYS = ("name", "kind", "metrics", "runs", "labels", "title", "logy", "ylim", "smooth", "x")
+KINDS = ("lines",)  # what draw() can draw; "lines": metric curves (plot_figure)
 X_AXES = ("round",)  # or the name of any metric the study reports
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,99}")
 """A figure name is a file name: letters, digits and ``_ . = + -``, not starting with a dot."""
@@ -97,6 +98,9 @@ def _figure(entry: dict, runs: list[str], metrics: list[str], key: str) -> dict:
     fig["smooth"] = entry.get("smooth", 1)
     if type(fig["smooth"]) is not int or fig["smooth"] < 1:
         raise ConfigError(f"{key}.smooth", "expected an integer window >= 1")
+    fig["kind"] = entry.get("kind", "lines")
+    if fig["kind"] not in KINDS:
+        raise ConfigError(f"{key}.kind", f"unknown figure kind {fig['kind']!r}", allowed=KINDS)
     fig["x"] = entry.get("x", "round")
     if fig["x"] not in X_AXES and fig["x"] not in metrics:
         raise ConfigError(f"{key}.x", f"unknown x axis {fig['x']!r}", allowed=[*X_AXES, *metrics])
@@ -263,3 +267,27 @@ def plot_figure(
         if path is not None:
             figure.savefig(path, dpi=150)
     return figure
+
+
+def draw(
+    fig: dict,
+    long: pd.DataFrame,
+    status: pd.DataFrame | None,
+    artifacts: dict[tuple[str, int], Path],
+    out_png: str | Path,
+    out_pdf: str | Path | None = None,
+    title_prefix: str = "",
+) -> Figure:
+    """Draw a figure of any kind (the figure stage's entry point).
+
+    Args:
+        fig: a figure from :func:`normalize_figures`.
+        long, status: the study's tables (:func:`hetfl.aggregate.load_runs`).
+        artifacts: (run, seed) -> the run's ``artifacts.npz``, for kinds drawn from recorded arrays.
+
+    Raises:
+        ValueError: nothing to draw.
+    """
+    if fig.get("kind", "lines") == "lines":
+        return plot_figure(long, fig, out_png, out_pdf, title_prefix=title_prefix, status=status)
+    raise ValueError(f"unknown figure kind {fig['kind']!r}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
@@ -41,6 +42,7 @@ class RunOutputs:
     client_metrics: Path
     info: Path
     model: Path
+    artifacts: Path | None = None  # the algorithm's recorded arrays (.npz), when wanted
 
 
 def pick_device(name: str) -> torch.device:
@@ -136,6 +138,8 @@ def _train(spec, seed, data, partition, outputs, log):
         )
     bar.close()
     torch.save(algorithm.state_dict(), outputs.model)
+    if outputs.artifacts is not None:
+        np.savez_compressed(outputs.artifacts, **algorithm.artifacts())
     info = {
         "study": spec["study"],
         "run": spec["run"],

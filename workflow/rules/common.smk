@@ -93,6 +93,10 @@ def get_study_run_files(wildcards):
     }
 
 
+def get_study_artifacts(wildcards):
+    return [f"{run_dir(wildcards.study, r, s)}/artifacts.npz" for r, s in study_runs(wildcards.study)]
+
+
 def get_study_run_keys(wildcards):
     return json.dumps(study_runs(wildcards.study))
 

@@ -2,6 +2,7 @@ rule figure:
     input:
         metrics="results/tables/{study}/metrics.csv",
         status="results/tables/{study}/status.csv",
+        artifacts=get_study_artifacts,
     output:
         png=report(
             "results/figures/{study}/{figure}.png",
@@ -13,6 +14,7 @@ rule figure:
     params:
         figure=get_figure_spec,
         study=get_study_title,
+        runs=get_study_run_keys,
     conda:
         ENV
     log:

@@ -6,6 +6,7 @@ rule train:
         client_metrics="results/runs/{study}/{run}/seed={seed}/metrics_clients.csv",
         info="results/runs/{study}/{run}/seed={seed}/run.json",
         model="results/runs/{study}/{run}/seed={seed}/final.pt",
+        artifacts="results/runs/{study}/{run}/seed={seed}/artifacts.npz",
     params:
         spec=get_run_spec,
         code=get_run_code,

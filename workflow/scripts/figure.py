@@ -8,15 +8,15 @@ log = redirect(snakemake.log[0])
 
 import pandas as pd  # noqa: E402
 
-from hetfl.plotting import plot_figure  # noqa: E402
+from hetfl.plotting import draw  # noqa: E402
 
-long = pd.read_csv(snakemake.input.metrics)
-status = pd.read_csv(snakemake.input.status)
-plot_figure(
-    long,
+keys = [(run, seed) for run, seed in json.loads(snakemake.params.runs)]
+draw(
     json.loads(snakemake.params.figure),
+    pd.read_csv(snakemake.input.metrics),
+    pd.read_csv(snakemake.input.status),
+    dict(zip(keys, snakemake.input.artifacts, strict=True)),
     snakemake.output.png,
     snakemake.output.pdf,
     title_prefix=f"{snakemake.params.study}:",
-    status=status,
 )

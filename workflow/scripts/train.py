@@ -14,7 +14,7 @@ info = train(
     int(snakemake.wildcards.seed),
     snakemake.input.get("data"),  # absent for a generated problem
     snakemake.input.get("partition"),
-    RunOutputs(out.metrics, out.client_metrics, out.info, out.model),
+    RunOutputs(out.metrics, out.client_metrics, out.info, out.model, out.artifacts),
     threads=snakemake.threads,
     log=log,
 )

@@ -1,22 +1,18 @@
-"""Algorithms by config name.
+"""Algorithms by config name, discovered from the modules of this package.
 
-The registry maps names to modules and imports them lazily, so that each algorithm's code
-fingerprint (``hetfl.fingerprint``) covers its own module and what it imports, and editing one
-algorithm reruns only the runs that use it.
+Each algorithm module declares ``ALGORITHMS = {"<config name>": <class>}`` (``hetfl.discovery``):
+``baselines/`` (FedAvg, Local), ``personalized/`` (pFedMe, ...), and the other families' folders.
 """
 
 from __future__ import annotations
 
-import importlib
-
+from hetfl.discovery import discover
 from hetfl.errors import ConfigError
 
-# config name -> (module, class)
-REGISTRY: dict[str, tuple[str, str]] = {
-    "fedavg": ("hetfl.algorithms.baselines.fedavg", "FedAvg"),
-    "local": ("hetfl.algorithms.baselines.local", "Local"),
-    "pfedme": ("hetfl.algorithms.personalized.pfedme", "PFedMe"),
-}
+
+def registry() -> dict[str, type]:
+    """Config name -> algorithm class, for every algorithm of the package."""
+    return discover("hetfl.algorithms", "ALGORITHMS")
 
 
 def get_algorithm(name: str, key: str = "algorithm"):
@@ -25,12 +21,12 @@ def get_algorithm(name: str, key: str = "algorithm"):
     Raises:
         ConfigError: unknown name (lists the registered ones), reported under ``key``.
     """
-    if name not in REGISTRY:
-        raise ConfigError(key, f"unknown algorithm '{name}'", allowed=REGISTRY)
-    module, cls = REGISTRY[name]
-    return getattr(importlib.import_module(module), cls)
+    algorithms = registry()
+    if name not in algorithms:
+        raise ConfigError(key, f"unknown algorithm '{name}'", allowed=algorithms)
+    return algorithms[name]
 
 
 def algorithm_module(name: str) -> str:
     """The module implementing algorithm ``name``."""
-    return REGISTRY[name][0]
+    return get_algorithm(name).__module__

@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+import numpy as np
 from torch import Tensor
 
 from hetfl.engine.evaluate import Evaluator
@@ -84,6 +85,11 @@ class Algorithm(ABC):
     @abstractmethod
     def state_dict(self) -> dict[str, Tensor]:
         """The final state for ``final.pt`` (CPU tensors)."""
+
+    def artifacts(self) -> dict[str, np.ndarray]:
+        """Arrays recorded during training, saved to the run's ``artifacts.npz`` (e.g. All-for-one's
+        N×N collaboration weights over time); none by default."""
+        return {}
 
 
 class FederatedAlgorithm(Algorithm):

@@ -5,22 +5,24 @@ A study declares ``problem: {name: <problem>, <option>: <value>, ...}`` instead 
 problem is built inside each training job (deterministically from its options and the run seed), so
 there is no data or partition stage.
 
-The registry maps names to modules and classes, imported lazily (like the algorithms', so that code
-fingerprints stay per module). The family issues register their problems here.
+Problems are discovered from the modules of this package: each declares
+``PROBLEMS = {"<config name>": <class>}`` (``hetfl.discovery``).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
 
+from hetfl.discovery import discover
 from hetfl.errors import ConfigError
 from hetfl.problems.base import Problem
 
-# config name -> (module, class)
-REGISTRY: dict[str, tuple[str, str]] = {}
+
+def registry() -> dict[str, type[Problem]]:
+    """Config name -> problem class, for every problem of the package."""
+    return discover("hetfl.problems", "PROBLEMS")
 
 
 def get_problem(name: str, key: str = "problem.name") -> type[Problem]:
@@ -29,10 +31,10 @@ def get_problem(name: str, key: str = "problem.name") -> type[Problem]:
     Raises:
         ConfigError: unknown name (lists the registered ones), reported under ``key``.
     """
-    if name not in REGISTRY:
-        raise ConfigError(key, f"unknown problem '{name}'", allowed=REGISTRY)
-    module, cls = REGISTRY[name]
-    return getattr(importlib.import_module(module), cls)
+    problems = registry()
+    if name not in problems:
+        raise ConfigError(key, f"unknown problem '{name}'", allowed=problems)
+    return problems[name]
 
 
 def normalize_problem_spec(spec: dict[str, Any], key: str) -> dict[str, Any]:
@@ -42,7 +44,7 @@ def normalize_problem_spec(spec: dict[str, Any], key: str) -> dict[str, Any]:
         ConfigError: unknown problem or option, wrong type or range, naming the key.
     """
     if not isinstance(spec, dict) or "name" not in spec:
-        raise ConfigError(f"{key}.name", "a problem needs a name", allowed=REGISTRY)
+        raise ConfigError(f"{key}.name", "a problem needs a name", allowed=registry())
     cls = get_problem(spec["name"], f"{key}.name")
     options = cls.Options.from_dict({k: v for k, v in spec.items() if k != "name"}, key)
     return {"name": spec["name"], **options.as_dict()}
@@ -63,4 +65,4 @@ def build_problem(spec: dict[str, Any], seed: int, device: torch.device, dtype: 
 
 def problem_module(name: str) -> str:
     """The module implementing problem ``name``."""
-    return REGISTRY[name][0]
+    return get_problem(name).__module__

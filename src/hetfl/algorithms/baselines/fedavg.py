@@ -47,3 +47,6 @@ class FedAvg(FederatedAlgorithm):
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}
+
+
+ALGORITHMS = {"fedavg": FedAvg}

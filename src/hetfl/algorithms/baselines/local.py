@@ -39,3 +39,6 @@ class Local(FederatedAlgorithm):
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}
+
+
+ALGORITHMS = {"local": Local}

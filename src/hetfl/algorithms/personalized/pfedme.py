@@ -121,3 +121,6 @@ class PFedMe(FederatedAlgorithm):
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.theta, "local": self.local}
+
+
+ALGORITHMS = {"pfedme": PFedMe}
