@@ -154,3 +154,16 @@ def test_bmm_matches_torch(dtype):
     out = bmm(w, b)  # inside autograd: must stay differentiable
     out.sum().backward()
     assert w.grad is not None and np.isfinite(w.grad.numpy()).all()
+
+
+def test_mlp_forward_is_differentiable_in_its_input():
+    """Minimax robust training differentiates the loss in an input perturbation, parameters fixed."""
+    model = MLP((6,), 3, hidden=(4,))
+    params = {k: v.double() for k, v in model.init(torch.Generator().manual_seed(0), torch.float64).items()}
+    x = torch.randn(1, 5, 6, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(model.forward(params, x).sum(), x)
+    module = model.reference_module().double()
+    module.load_state_dict({k: v[0] for k, v in params.items()})
+    x0 = x.detach()[0].requires_grad_()
+    (ref,) = torch.autograd.grad(module(x0).sum(), x0)
+    torch.testing.assert_close(g[0], ref)

@@ -52,8 +52,8 @@ class MLP(BatchedModel):
         return h, inputs
 
     def forward(self, params: Params, x: Tensor) -> Tensor:
-        if torch.is_grad_enabled() and any(p.requires_grad for p in params.values()):
-            h = self.flat_input(x)  # differentiable path (autograd callers)
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params.values())):
+            h = self.flat_input(x)  # differentiable path (autograd callers: gradients in params or inputs)
             for i, (name, _, _) in enumerate(self.layers):
                 h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(2), params[f"{name}.weight"], h)
                 h = torch.relu(h) if i < len(self.layers) - 1 else h
