@@ -99,7 +99,7 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             "studies.s.dataset.name",
             "allowed: digits, fashion_mnist, mnist",
         ),
-        ({"model": {"name": "resnet"}}, "studies.s.model.name", "allowed: cnn, dnn, mlr"),
+        ({"model": {"name": "resnet"}}, "studies.s.model.name", "allowed: cnn, dnn, linear, mlr"),
         ({"model": {"name": "dnn", "width": 3}}, "studies.s.model.width", "allowed: hidden, name"),
         (
             {"partition": {"scheme": "shards", "clients": 6}},

@@ -52,7 +52,7 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
     spec = json.loads(study.run_json(label))
     dataset = _dataset(study)
     partition = make_partition(study.partition, dataset, study.partition_seed(seed))
-    model = build_model(spec["model"], dataset.sample_shape, dataset.num_classes)
+    model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
     fed = Federation.from_partition(dataset, partition, model, device, getattr(torch, spec["dtype"]))
     cls = get_algorithm(spec["algorithm"])
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], label)

@@ -183,7 +183,14 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def resolve_run(
-    study: str, label: str, run: dict, defaults: dict, base: dict, key: str, environment: str = FEDERATION
+    study: str,
+    label: str,
+    run: dict,
+    defaults: dict,
+    base: dict,
+    key: str,
+    environment: str = FEDERATION,
+    task: str | None = "classification",
 ) -> RunSpec:
     """Resolve one run: its algorithm, hyper-parameters (defaults filled in) and settings.
 
@@ -193,6 +200,7 @@ def resolve_run(
         base: study-level settings and, for a federation, the study's model spec.
         key: dotted config path of the run.
         environment: ``"federation"`` or the study's problem name; the algorithm must run on it.
+        task: the dataset's task (None for a problem), which sets the metric names.
     """
     if not LABEL.match(label):
         raise ConfigError(key, f"run label '{label}' may contain only letters, digits and _ . = + -")
@@ -225,7 +233,8 @@ def resolve_run(
     settings = _settings(settings, key)
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
-    return RunSpec(study, label, cls.name, hp.as_dict(), tuple(cls.metric_names()), settings)
+    names = [m for m in cls.metric_names() if task != "regression" or "_acc_" not in m]  # no accuracy
+    return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
 
 
 def resolve_study(name: str, study: dict) -> Study:
@@ -268,7 +277,7 @@ def resolve_study(name: str, study: dict) -> Study:
         raise ConfigError(f"{key}.runs", "a study needs at least one run")
     runs_cfg = expand_grid(runs_cfg, _require_mapping(study.get("grid", {}), f"{key}.grid"), f"{key}.grid")
     runs = {
-        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}", environment)
+        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}", environment, env["task"])
         for label, run in runs_cfg.items()
     }
     _check_defaults(defaults, runs, f"{key}.defaults")
@@ -320,6 +329,7 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
         "problem": None,
         "num_clients": int(partition["clients"]),
         "info": info,
+        "task": info.task,
     }
 
 
@@ -339,6 +349,7 @@ def _problem_environment(study: dict, key: str) -> dict[str, Any]:
         "problem": problem,
         "num_clients": problem_clients(problem),
         "info": None,
+        "task": None,
     }
 
 
@@ -366,7 +377,12 @@ def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
     if env["info"] is not None:
         info = env["info"]
         try:
-            build_model(spec.settings["model"], tuple(info.sample_shape), info.num_classes)
+            build_model(
+                spec.settings["model"],
+                tuple(info.sample_shape),
+                info.num_outputs or info.num_classes,
+                info.task,
+            )
         except ValueError as err:
             raise ConfigError(f"{key}.model.name", str(err)) from None
 

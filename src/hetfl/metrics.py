@@ -17,9 +17,13 @@ STATS = ("loss", "acc")
 CLIENT_METRICS = (("test", "acc"), ("test", "loss"), ("train", "loss"))
 
 
-def metric_names(models: tuple[str, ...]) -> list[str]:
-    """All metric names an algorithm with these ``models`` writes, e.g. ``test_acc_personal``."""
-    return [f"{split}_{stat}_{model}" for model in models for split in SPLITS for stat in STATS]
+def metric_names(models: tuple[str, ...], task: str = "classification") -> list[str]:
+    """All metric names an algorithm with these ``models`` writes, e.g. ``test_acc_personal``.
+
+    Regression (squared error) has no accuracy: only ``{split}_loss_{model}``.
+    """
+    stats = STATS if task == "classification" else ("loss",)
+    return [f"{split}_{stat}_{model}" for model in models for split in SPLITS for stat in stats]
 
 
 def evaluate_models(
@@ -44,8 +48,12 @@ def evaluate_models(
             scores = done[id(params)] = {split: evaluator.scores(params, split) for split in SPLITS}
         for split in SPLITS:
             loss, acc = scores[split].weighted()
-            rows += [(f"{split}_loss_{model}", loss), (f"{split}_acc_{model}", acc)]
+            rows.append((f"{split}_loss_{model}", loss))
+            if scores[split].has_acc:
+                rows.append((f"{split}_acc_{model}", acc))
         for split, stat in CLIENT_METRICS:
+            if stat == "acc" and not scores[split].has_acc:
+                continue
             values = getattr(scores[split], stat).tolist()
             client_rows += [(i, f"{split}_{stat}_{model}", v) for i, v in enumerate(values)]
     return rows, client_rows

@@ -72,7 +72,7 @@ def build(
         env = build_problem(spec["problem"], seed, device, dtype)
     else:
         dataset = Dataset.load(data)
-        model = build_model(spec["model"], dataset.sample_shape, dataset.num_classes)
+        model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
         env = Federation.from_partition(dataset, Partition.load(partition), model, device, dtype)
     cls = get_algorithm(spec["algorithm"])
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")

@@ -65,7 +65,10 @@ class Algorithm(ABC):
     @classmethod
     @abstractmethod
     def metric_names(cls) -> list[str]:
-        """Every metric name ``evaluate`` may report (validated against figures and claims)."""
+        """Every metric name ``evaluate`` may report (validated against figures and claims).
+
+        On a regression dataset the accuracy metrics (``*_acc_*``) are dropped by the config.
+        """
 
     @abstractmethod
     def round(self, t: int, sampled: Tensor) -> None:

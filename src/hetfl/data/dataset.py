@@ -24,11 +24,17 @@ class Dataset:
 
     Attributes:
         name: the dataset's config name (``mnist5k``, ``synthetic``, ...).
-        x: float32 ``[n, *sample_shape]``; images are ``[n, 1, H, W]``, Synthetic is ``[n, dimension]``.
-        y: int64 ``[n]``, labels in ``0 .. num_classes - 1``.
-        num_classes: number of classes.
+        x: float32 ``[n, *sample_shape]`` (float64 with ``float64=True``); images are ``[n, 1, H, W]``,
+            Synthetic is ``[n, dimension]``.
+        y: int64 ``[n]``, labels in ``0 .. num_classes - 1`` (all 0 for a regression dataset: partitions
+            use labels, and a regression dataset has one "class").
+        num_classes: number of classes (1 for regression).
         users: int64 ``[n]``, the natural client (user) of each sample, for datasets that have users
             (Synthetic); ``None`` otherwise.
+        targets: float ``[n, d_out]`` regression targets, or ``None`` for a classification dataset.
+        user_clusters: int64 ``[num_users]``, the ground-truth cluster of each user (the natural split
+            records it as the client's cluster), or ``None``.
+        float64: keep ``x`` and ``targets`` in float64 (exact-math experiments); else float32.
     """
 
     name: str
@@ -36,10 +42,21 @@ class Dataset:
     y: np.ndarray
     num_classes: int
     users: np.ndarray | None = None
+    targets: np.ndarray | None = None
+    user_clusters: np.ndarray | None = None
+    float64: bool = False
 
     def __post_init__(self) -> None:
-        self.x = np.asarray(self.x, dtype=np.float32)
+        precision = np.float64 if self.float64 else np.float32
+        self.x = np.asarray(self.x, dtype=precision)
         self.y = np.asarray(self.y, dtype=np.int64)
+        if self.targets is not None:
+            self.targets = np.asarray(self.targets, dtype=precision)
+            self.targets = self.targets.reshape(len(self.targets), -1)
+            if self.targets.shape[0] != self.x.shape[0]:
+                raise ValueError(f"targets {self.targets.shape} and x {self.x.shape} differ in samples")
+        if self.user_clusters is not None:
+            self.user_clusters = np.asarray(self.user_clusters, dtype=np.int64)
         if self.x.ndim < 1 or self.y.shape != (self.x.shape[0],):
             raise ValueError(f"x {self.x.shape} and y {self.y.shape} do not describe the same samples")
         if self.y.size and (self.y.min() < 0 or self.y.max() >= self.num_classes):
@@ -51,6 +68,16 @@ class Dataset:
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def task(self) -> str:
+        """``"regression"`` when the dataset has float ``targets``, else ``"classification"``."""
+        return "classification" if self.targets is None else "regression"
+
+    @property
+    def num_outputs(self) -> int:
+        """Model outputs: the number of classes, or the target dimension for regression."""
+        return self.num_classes if self.targets is None else int(self.targets.shape[1])
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -65,8 +92,9 @@ class Dataset:
             "y": self.y,
             "num_classes": np.array(self.num_classes, dtype=np.int64),
         }
-        if self.users is not None:
-            arrays["users"] = self.users
+        for name in ("users", "targets", "user_clusters"):
+            if getattr(self, name) is not None:
+                arrays[name] = getattr(self, name)
         atomic_savez(path, arrays)
 
     @classmethod
@@ -78,7 +106,8 @@ class Dataset:
                 x=f["x"],
                 y=f["y"],
                 num_classes=int(f["num_classes"]),
-                users=f["users"] if "users" in f.files else None,
+                **{k: f[k] for k in ("users", "targets", "user_clusters") if k in f.files},
+                float64=f["x"].dtype == np.float64,
             )
 
 
@@ -95,6 +124,9 @@ class DatasetInfo:
         sample_shape: shape of one sample.
         num_users: number of natural users (Synthetic), else ``None``.
         user_counts: int64 ``[num_users]`` samples per user, or ``None``.
+        task: ``classification`` or ``regression``.
+        num_outputs: model outputs (classes, or the target dimension).
+        user_clusters: int64 ``[num_users]`` ground-truth cluster per user, or ``None``.
     """
 
     name: str
@@ -104,6 +136,9 @@ class DatasetInfo:
     sample_shape: tuple[int, ...]
     num_users: int | None = None
     user_counts: np.ndarray | None = None
+    task: str = "classification"
+    num_outputs: int | None = None
+    user_clusters: np.ndarray | None = None
 
     @classmethod
     def from_dataset(cls, ds: Dataset) -> DatasetInfo:
@@ -117,6 +152,9 @@ class DatasetInfo:
             sample_shape=ds.sample_shape,
             num_users=None if user_counts is None else int(user_counts.size),
             user_counts=user_counts,
+            task=ds.task,
+            num_outputs=ds.num_outputs,
+            user_clusters=ds.user_clusters,
         )
 
 

@@ -135,6 +135,15 @@ def normalize_partition_spec(spec: dict, key: str, info: DatasetInfo) -> dict:
             (e.g. ``labels_per_client`` > classes, Dirichlet ``clients * min_size`` > samples).
     """
     scheme = _check_scheme(spec, key)
+    if info.task == "regression" and (
+        scheme in ("dirichlet", "pathological")
+        or (scheme == "clusters" and spec.get("by", "labels") in ("labels", "permute_labels"))
+    ):
+        raise ConfigError(
+            f"{key}.scheme",
+            f"{info.name!r} is a regression dataset; label-based splits do not apply",
+            allowed=("clusters (by: rotate or permute_pixels)", "iid", "natural"),
+        )
     module = SCHEME_MODULES[scheme]
     options = {**_common_options(scheme), **module.OPTIONS}
     out = check_options(spec, key, options, f"partition scheme {scheme!r}", fixed=("scheme",))
@@ -203,6 +212,8 @@ def make_partition(spec: dict, dataset: Dataset, seed: int, key: str = "partitio
         sample_shape=dataset.sample_shape,
         name=dataset.name,
         key=key,
+        task=dataset.task,
+        user_clusters=dataset.user_clusters,
     )
 
 
@@ -215,6 +226,8 @@ def make_partition_from_labels(
     sample_shape: tuple[int, ...] = (),
     name: str = "labels",
     key: str = "partition",
+    task: str = "classification",
+    user_clusters: np.ndarray | None = None,
 ) -> Partition:
     """:func:`make_partition` from the labels alone (what a partition depends on).
 
@@ -222,6 +235,8 @@ def make_partition_from_labels(
         y: int ``[n]`` labels in ``0 .. num_classes - 1``, in dataset order.
         users: int ``[n]`` natural user per sample, or ``None``.
         sample_shape: shape of one sample (``rotate`` needs images, ``permute_pixels`` the size).
+        task: the dataset's task (label-based schemes refuse a regression dataset).
+        user_clusters: ground-truth cluster per user (the natural split records it), or ``None``.
         Other arguments as in :func:`make_partition`.
     """
     y = np.asarray(y, dtype=np.int64)
@@ -235,6 +250,8 @@ def make_partition_from_labels(
         sample_shape=tuple(sample_shape),
         num_users=None if user_counts is None else int(user_counts.size),
         user_counts=user_counts,
+        task=task,
+        user_clusters=user_clusters,
     )
     spec = normalize_partition_spec(spec, key, info)
     seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")

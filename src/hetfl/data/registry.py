@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hetfl.data import digits, mnist5k, synthetic
+from hetfl.data import digits, mnist5k, synthetic, synthetic_lsr
 from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_pixels
 from hetfl.errors import ConfigError
 from hetfl.ids import spec_id
@@ -135,7 +135,12 @@ def check_options(
 # ----------------------------------------------------------------------------------------------------
 # datasets
 
-DATASETS: tuple[str, ...] = ("digits", "fashion_mnist", "mnist", "mnist5k", "synthetic")
+# Datasets provided by a module with ``NAME``, ``_options()``, ``info(spec)`` and ``generate(spec)``
+# (or ``load(spec, root)``): adding one is one module and one line here.
+_MODULES = {m.NAME: m for m in (synthetic_lsr,)}
+DATASETS: tuple[str, ...] = tuple(
+    sorted(("digits", "fashion_mnist", "mnist", "mnist5k", "synthetic", *_MODULES))
+)
 
 _IMAGE_OPTIONS = {"normalize": Option("zscore", choice_check(*NORMALIZATIONS))}
 _OPTIONS: dict[str, dict[str, Option]] = {
@@ -179,7 +184,8 @@ def normalize_dataset_spec(spec: dict, key: str) -> dict:
     name = spec.get("name")
     if name not in DATASETS:
         raise ConfigError(f"{key}.name", f"unknown dataset {name!r}", allowed=DATASETS)
-    return check_options(spec, key, _OPTIONS[name], f"dataset {name!r}", fixed=("name",))
+    options = _MODULES[name]._options() if name in _MODULES else _OPTIONS[name]
+    return check_options(spec, key, options, f"dataset {name!r}", fixed=("name",))
 
 
 def dataset_id(spec: dict) -> str:
@@ -205,6 +211,8 @@ def dataset_info(spec: dict) -> DatasetInfo:
     """
     spec = normalize_dataset_spec(spec, "dataset")
     name = spec["name"]
+    if name in _MODULES:
+        return _MODULES[name].info(spec)
     if name == "synthetic":
         sizes = synthetic.synthetic_sizes(spec["num_users"], spec["seed"])
         return DatasetInfo(
@@ -249,6 +257,9 @@ def load_dataset(spec: dict, root: str | os.PathLike) -> Dataset:
     """
     spec = normalize_dataset_spec(spec, "dataset")
     name = spec["name"]
+    if name in _MODULES:
+        module = _MODULES[name]
+        return module.load(spec, Path(root)) if hasattr(module, "load") else module.generate(spec)
     if name == "synthetic":
         x, y, users = synthetic.generate_synthetic(
             alpha=spec["alpha"],

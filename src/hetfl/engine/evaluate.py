@@ -11,20 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.params import Params
+from hetfl.models.base import sample_losses
 
 
 @dataclass
 class SplitScores:
-    """Per-client sums on one split: ``loss_sum``, ``correct``, ``count``: ``Tensor[N]`` float64 (CPU)."""
+    """Per-client sums on one split: ``loss_sum``, ``correct``, ``count``: ``Tensor[N]`` float64 (CPU).
+
+    ``correct`` counts top-1 hits (classification); for regression it stays 0 and ``has_acc`` is False.
+    """
 
     loss_sum: Tensor
     correct: Tensor
     count: Tensor
+    has_acc: bool = True
 
     @property
     def loss(self) -> Tensor:
@@ -37,12 +41,13 @@ class SplitScores:
         return self.correct / self.count
 
     def weighted(self) -> tuple[float, float]:
-        """(loss, accuracy) over all samples of all clients: Σ_i loss_sum_i / Σ_i n_i, Σ_i correct_i / Σ_i n_i.
+        """(loss, accuracy) over all samples of all clients: Σ_i loss_sum_i / Σ_i n_i, Σ_i correct_i / Σ_i n_i
+        (accuracy is nan without ``has_acc``).
 
         The sample-weighted means of pFedMe's official evaluation (spec pfedme.md §1.7).
         """
         n = float(self.count.sum())
-        return float(self.loss_sum.sum()) / n, float(self.correct.sum()) / n
+        return float(self.loss_sum.sum()) / n, float(self.correct.sum()) / n if self.has_acc else float("nan")
 
 
 class Evaluator:
@@ -75,7 +80,8 @@ class Evaluator:
         data: ClientSplit = getattr(self.fed, split)
         lead = next(iter(params.values())).shape[0]
         n = data.num_clients
-        out = SplitScores(*(torch.zeros(n, dtype=torch.float64) for _ in range(3)))
+        classify = self.fed.model.task == "classification"
+        out = SplitScores(*(torch.zeros(n, dtype=torch.float64) for _ in range(3)), has_acc=classify)
         if lead == 1:
             self._shared(params, data, out)
         elif lead == n:
@@ -85,12 +91,14 @@ class Evaluator:
         return out
 
     def _accumulate(self, out: SplitScores, logits: Tensor, y: Tensor, mask: Tensor, owner: Tensor) -> None:
-        loss = F.cross_entropy(logits, y, reduction="none")
-        correct = (logits.argmax(1) == y).to(loss.dtype)
+        """Add masked per-sample losses and hits of ``logits [C, K, B]`` to the rows ``owner [C]``."""
+        loss = sample_losses(logits, y, self.fed.model.task)
         m = mask.to(loss.dtype)
-        out.loss_sum.index_add_(0, owner, (loss * m).sum(1).double().cpu())
-        out.correct.index_add_(0, owner, (correct * m).sum(1).double().cpu())
-        out.count.index_add_(0, owner, m.sum(1).double().cpu())
+        out.loss_sum.index_add_(0, owner.cpu(), (loss * m).sum(1).double().cpu())
+        out.count.index_add_(0, owner.cpu(), m.sum(1).double().cpu())
+        if out.has_acc:
+            correct = (logits.argmax(1) == y).to(loss.dtype)
+            out.correct.index_add_(0, owner.cpu(), (correct * m).sum(1).double().cpu())
 
     def _shared(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
         model = self.fed.model
@@ -98,13 +106,14 @@ class Evaluator:
         owner_of = torch.repeat_interleave(torch.arange(data.num_clients), data.sizes)
         for start in range(0, total, self.chunk):
             stop = min(start + self.chunk, total)
-            logits = model.forward(params, data.x[start:stop].unsqueeze(0))  # [1, K, b]
-            loss = F.cross_entropy(logits, data.y[start:stop].unsqueeze(0), reduction="none")[0]
-            correct = (logits.argmax(1)[0] == data.y[start:stop]).double()
             owner = owner_of[start:stop]
+            logits = model.forward(params, data.x[start:stop].unsqueeze(0))  # [1, K, b]
+            y = data.y[start:stop].unsqueeze(0)
+            loss = sample_losses(logits, y, model.task)[0]
             out.loss_sum.index_add_(0, owner, loss.double().cpu())
-            out.correct.index_add_(0, owner, correct.cpu())
             out.count.index_add_(0, owner, torch.ones(stop - start, dtype=torch.float64))
+            if out.has_acc:
+                out.correct.index_add_(0, owner, (logits.argmax(1)[0] == y[0]).double().cpu())
 
     def _per_client(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
         model = self.fed.model

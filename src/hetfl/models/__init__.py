@@ -3,6 +3,7 @@
 | name | architecture | options |
 |---|---|---|
 | ``mlr`` | Linear(d, K) | — |
+| ``linear`` | Linear(d, K), for regression or logistic regression | ``bias`` (true) |
 | ``dnn`` | Linear(d, hidden) → ReLU → Linear(hidden, K) | ``hidden`` (100) |
 | ``cnn`` | 2 × (conv → ReLU → maxpool) → Linear(hidden) → ReLU → Linear(K) | ``channels`` ([16, 32]), ``kernel`` (3), ``hidden`` (64) |
 """
@@ -12,14 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from hetfl.errors import ConfigError
-from hetfl.models.base import BatchedModel, Params
+from hetfl.models.base import TASKS, BatchedModel, Params
 from hetfl.models.cnn import CNN
 from hetfl.models.dnn import DNN
+from hetfl.models.linear import Linear
 from hetfl.models.mlr import MLR
 
-MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "dnn": DNN, "cnn": CNN}
+MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "linear": Linear, "dnn": DNN, "cnn": CNN}
 _OPTIONS: dict[str, dict[str, Any]] = {
     "mlr": {},
+    "linear": {"bias": True},
     "dnn": {"hidden": 100},
     "cnn": {"channels": [16, 32], "kernel": 3, "hidden": 64},
 }
@@ -54,25 +57,38 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
                 f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options]
             )
         default = options[opt]
-        ok = (
-            isinstance(value, list) and all(isinstance(v, int) and v > 0 for v in value) and len(value) == 2
-            if isinstance(default, list)
-            else isinstance(value, int) and not isinstance(value, bool) and value > 0
-        )
+        if isinstance(default, bool):
+            ok, expected = isinstance(value, bool), "true or false"
+        elif isinstance(default, list):
+            ok = isinstance(value, list) and len(value) == 2 and all(_positive_int(v) for v in value)
+            expected = "two positive integers"
+        else:
+            ok, expected = _positive_int(value), "a positive integer"
         if not ok:
-            raise ConfigError(
-                f"{key}.{opt}",
-                f"expected {'two positive integers' if isinstance(default, list) else 'a positive integer'}, got {value!r}",
-            )
+            raise ConfigError(f"{key}.{opt}", f"expected {expected}, got {value!r}")
         options[opt] = value
     return {"name": name, **options}
 
 
-def build_model(spec: dict, sample_shape: tuple[int, ...], num_classes: int) -> BatchedModel:
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def build_model(
+    spec: dict, sample_shape: tuple[int, ...], num_outputs: int, task: str = "classification"
+) -> BatchedModel:
     """Instantiate the batched model of a normalized ``model`` spec for data of ``sample_shape``.
 
+    Args:
+        num_outputs: classes (classification) or target dimension (regression).
+        task: ``classification`` (cross-entropy) or ``regression`` (squared error).
+
     Raises:
-        ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data).
+        ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data), or an unknown task.
     """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
     options = {k: v for k, v in spec.items() if k != "name"}
-    return MODELS[spec["name"]](sample_shape, num_classes, **options)
+    model = MODELS[spec["name"]](sample_shape, num_outputs, **options)
+    model.task = task
+    return model

@@ -51,15 +51,31 @@ def linear_cm(weight: Tensor, bias: Tensor, h: Tensor) -> Tensor:
     return torch.baddbmm(bias.unsqueeze(2), weight, h)
 
 
+TASKS = ("classification", "regression")
+
+
+def sample_losses(out: Tensor, y: Tensor, task: str) -> Tensor:
+    """Per-sample loss ``[C, B]`` of outputs ``out [C, K, B]``.
+
+    classification: cross-entropy with labels ``y [C, B]`` (long); regression: squared error averaged
+    over the K outputs (``nn.MSELoss``) with targets ``y [C, B, K]``.
+    """
+    if task == "classification":
+        return F.cross_entropy(out, y, reduction="none")
+    return (out - y.transpose(1, 2)).pow(2).mean(1)
+
+
 class BatchedModel(ABC):
     """A model evaluated for C clients at once.
 
     Attributes:
         sample_shape: shape of one input sample, e.g. ``(1, 28, 28)`` or ``(60,)``.
-        num_classes: K, the number of logits.
+        num_classes: K, the number of outputs (logits, or regression targets).
+        task: ``classification`` (cross-entropy) or ``regression`` (squared error); set by ``build_model``.
     """
 
     name: str = ""
+    task: str = "classification"
 
     def __init__(self, sample_shape: tuple[int, ...], num_classes: int):
         self.sample_shape = tuple(sample_shape)
@@ -93,13 +109,14 @@ class BatchedModel(ABC):
         """
 
     def loss_grads(self, params: Params, x: Tensor, y: Tensor, mask: Tensor | None) -> tuple[Tensor, Params]:
-        """Each client's mean cross-entropy over its valid samples, and its gradient at its own parameters.
+        """Each client's mean loss over its valid samples, and its gradient at its own parameters.
 
         The clients' losses are independent, so one ``autograd.grad`` of their sum gives every client's own
         gradient, stacked. Models with a hand-written backward (``MLP``) override this.
 
         Args:
-            params: ``[C, ...]`` (not modified); x: ``[C, B, *sample_shape]``; y: ``[C, B]``;
+            params: ``[C, ...]`` (not modified); x: ``[C, B, *sample_shape]``; y: ``[C, B]`` labels or
+            ``[C, B, K]`` regression targets;
             mask: ``[C, B]`` bool, or None when every entry is valid.
 
         Returns:
@@ -107,7 +124,7 @@ class BatchedModel(ABC):
         """
         leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
         with torch.enable_grad():
-            losses = F.cross_entropy(self.forward(leaves, x), y, reduction="none")  # [C, B]
+            losses = sample_losses(self.forward(leaves, x), y, self.task)  # [C, B]
             if mask is None:
                 loss = losses.mean(1)
             else:

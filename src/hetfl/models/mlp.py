@@ -24,13 +24,17 @@ class MLP(BatchedModel):
 
     Args:
         hidden: widths of the hidden layers (empty: multinomial logistic regression).
+        bias: whether the layers have biases.
     """
 
     name = "mlp"
 
-    def __init__(self, sample_shape, num_classes, hidden: list[int] | tuple[int, ...] = ()):
+    def __init__(
+        self, sample_shape, num_classes, hidden: list[int] | tuple[int, ...] = (), bias: bool = True
+    ):
         super().__init__(sample_shape, num_classes)
         self.hidden = tuple(int(h) for h in hidden)
+        self.bias = bool(bias)
         widths = (self.in_features, *self.hidden, self.num_classes)
         self.layers = [(f"fc{i + 1}", widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
 
@@ -38,7 +42,8 @@ class MLP(BatchedModel):
         out = {}
         for name, fan_in, fan_out in self.layers:
             out[f"{name}.weight"] = ((fan_out, fan_in), fan_in)
-            out[f"{name}.bias"] = ((fan_out,), fan_in)
+            if self.bias:
+                out[f"{name}.bias"] = ((fan_out,), fan_in)
         return out
 
     def _forward(self, params: Params, x: Tensor) -> tuple[Tensor, list[Tensor]]:
@@ -47,7 +52,9 @@ class MLP(BatchedModel):
         inputs = []
         for i, (name, _, _) in enumerate(self.layers):
             inputs.append(h)
-            z = bmm(params[f"{name}.weight"], h).add_(params[f"{name}.bias"].unsqueeze(2))
+            z = bmm(params[f"{name}.weight"], h)
+            if self.bias:
+                z = z.add_(params[f"{name}.bias"].unsqueeze(2))
             h = torch.relu_(z) if i < len(self.layers) - 1 else z
         return h, inputs
 
@@ -55,26 +62,35 @@ class MLP(BatchedModel):
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params.values())):
             h = self.flat_input(x)  # differentiable path (autograd callers: gradients in params or inputs)
             for i, (name, _, _) in enumerate(self.layers):
-                h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(2), params[f"{name}.weight"], h)
+                h = torch.bmm(params[f"{name}.weight"], h)
+                h = h + params[f"{name}.bias"].unsqueeze(2) if self.bias else h
                 h = torch.relu(h) if i < len(self.layers) - 1 else h
             return h
         return self._forward(params, x)[0]
 
     @torch.no_grad()
     def loss_grads(self, params: Params, x: Tensor, y: Tensor, mask: Tensor | None) -> tuple[Tensor, Params]:
-        """Per-client mean cross-entropy over valid samples and its gradients, by backpropagation.
+        """Per-client mean loss over valid samples and its gradients, by backpropagation.
+
+        Cross-entropy (classification) or squared error averaged over outputs (regression).
 
         Args:
-            params: ``[C, ...]``; x: ``[C, B, *sample_shape]``; y: ``[C, B]``; mask: ``[C, B]`` bool or None.
+            params: ``[C, ...]``; x: ``[C, B, *sample_shape]``; y: ``[C, B]`` labels or ``[C, B, K]``
+            targets; mask: ``[C, B]`` bool or None.
 
         Returns:
             ``(loss [C], grads dict[str, Tensor[C, ...]])``.
         """
-        logits, inputs = self._forward(params, x)
-        logp = torch.log_softmax(logits, 1)  # [C, K, B]
-        loss = F.nll_loss(logp, y, reduction="none")  # [C, B]
-        delta = logp.exp_()
-        delta.scatter_add_(1, y.unsqueeze(1), torch.full_like(y, -1, dtype=delta.dtype).unsqueeze(1))
+        out, inputs = self._forward(params, x)
+        if self.task == "classification":
+            logp = torch.log_softmax(out, 1)  # [C, K, B]
+            loss = F.nll_loss(logp, y, reduction="none")  # [C, B]
+            delta = logp.exp_()  # d(cross-entropy)/d(logits) = softmax − one-hot
+            delta.scatter_add_(1, y.unsqueeze(1), torch.full_like(y, -1, dtype=delta.dtype).unsqueeze(1))
+        else:
+            delta = out - y.transpose(1, 2)  # residual [C, K, B]
+            loss = delta.pow(2).mean(1)
+            delta.mul_(2.0 / out.shape[1])  # d(mean_k r_k²)/d(out)
         if mask is None:
             count = torch.full((y.shape[0],), float(y.shape[1]), dtype=delta.dtype, device=delta.device)
             loss = loss.mean(1)
@@ -89,20 +105,21 @@ class MLP(BatchedModel):
             name = self.layers[i][0]
             h = inputs[i]  # [C, in, B]
             grads[f"{name}.weight"] = bmm(delta, h.transpose(1, 2))
-            grads[f"{name}.bias"] = delta.sum(2)
+            if self.bias:
+                grads[f"{name}.bias"] = delta.sum(2)
             if i:
                 delta = bmm(params[f"{name}.weight"].transpose(1, 2), delta).mul_(h > 0)  # ReLU'
         return loss, {k: grads[k] for k in params}
 
     def reference_module(self) -> nn.Module:
-        return _MLPModule([(fan_in, fan_out) for _, fan_in, fan_out in self.layers])
+        return _MLPModule([(fan_in, fan_out) for _, fan_in, fan_out in self.layers], self.bias)
 
 
 class _MLPModule(nn.Module):
-    def __init__(self, sizes):
+    def __init__(self, sizes, bias=True):
         super().__init__()
         for i, (fan_in, fan_out) in enumerate(sizes):
-            self.add_module(f"fc{i + 1}", nn.Linear(fan_in, fan_out))
+            self.add_module(f"fc{i + 1}", nn.Linear(fan_in, fan_out, bias=bias))
         self.depth = len(sizes)
 
     def forward(self, x):

@@ -53,8 +53,12 @@ def minibatch(data: tuple[Tensor, Tensor], draw: tuple[Tensor, Tensor], row: int
 
 
 def loss_grads(module: nn.Module, x: Tensor, y: Tensor) -> list[Tensor]:
-    """Gradients of the mean cross-entropy of ``module`` on ``(x, y)``, in ``parameters()`` order."""
-    loss = F.cross_entropy(module(x), y)
+    """Gradients of the mean loss of ``module`` on ``(x, y)``, in ``parameters()`` order.
+
+    Cross-entropy for labels (long ``y``), ``nn.MSELoss`` for regression targets (float ``y [b, K]``).
+    """
+    out = module(x)
+    loss = F.cross_entropy(out, y) if not y.is_floating_point() else F.mse_loss(out, y)
     return list(torch.autograd.grad(loss, list(module.parameters())))
 
 

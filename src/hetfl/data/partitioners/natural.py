@@ -1,4 +1,8 @@
-"""``natural``: one client per natural user of the dataset (Synthetic's users), in user order."""
+"""``natural``: one client per natural user of the dataset (Synthetic's users), in user order.
+
+When the dataset knows each user's ground-truth cluster (``Dataset.user_clusters``), the partition
+records it as the client's cluster.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +58,10 @@ def assign(spec: dict, y: np.ndarray, users: np.ndarray | None, info: DatasetInf
         raise ConfigError(f"{key}.scheme", "'natural' needs a dataset with natural users")
     order = np.argsort(users, kind="stable")
     bounds = np.searchsorted(users[order], np.arange(spec["clients"] + 1))
+    clients = [order[a:b].astype(np.int64) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    if info.user_clusters is None:
+        return Assignment(clients=clients)
+    cluster = np.asarray(info.user_clusters, dtype=np.int64)
     return Assignment(
-        clients=[order[a:b].astype(np.int64) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        clients=clients, cluster=cluster, transforms=[{"kind": "none"}] * (int(cluster.max()) + 1)
     )

@@ -1,0 +1,19 @@
+"""A linear model: Linear(d, K), optionally without bias (least squares, logistic regression).
+
+All-for-one's synthetic least squares uses "a linear model with d trainable parameters" (spec
+``adaptive_collab.md`` §2.3): ``bias: false``; the official code's ``nn.Linear(d, 1)`` has a bias
+(``bias: true``, the default here as in ``nn.Linear``).
+"""
+
+from __future__ import annotations
+
+from hetfl.models.mlp import MLP
+
+
+class Linear(MLP):
+    """Linear(d, K) on flattened inputs. Params: ``fc1.weight [C, K, d]`` and, with a bias, ``fc1.bias [C, K]``."""
+
+    name = "linear"
+
+    def __init__(self, sample_shape, num_classes, bias: bool = True):
+        super().__init__(sample_shape, num_classes, hidden=(), bias=bias)
