@@ -37,19 +37,19 @@ def tiny_federation(
     classes: int = 3,
     dtype: torch.dtype = torch.float64,
     seed: int = 0,
+    split: str = "none",
 ) -> Federation:
     """Clients with unequal sizes (one smaller than a batch), random inputs and labels."""
     rng = np.random.default_rng(seed)
 
-    def split(scale: float):
+    def client_split(scale: float):
         xs = [rng.normal(size=(max(1, int(n * scale)), *sample_shape)).astype(np.float32) for n in sizes]
         ys = [rng.integers(0, classes, size=len(x)) for x in xs]
         return ClientSplit(xs, ys, torch.device("cpu"), dtype)
 
-    spec = normalize_model_spec({"name": model, **({"hidden": 5} if model == "dnn" else {})}, "model")
-    if model == "cnn":
-        spec.update(channels=[2, 3], hidden=4)
-    return Federation(split(1.0), split(0.5), build_model(spec, sample_shape, classes))
+    extra = {"hidden": 5} if model == "dnn" else {"channels": [2, 3], "hidden": 4} if model == "cnn" else {}
+    spec = normalize_model_spec({"name": model, "split": split, "adapter_rank": 2, **extra}, "model")
+    return Federation(client_split(1.0), client_split(0.5), build_model(spec, sample_shape, classes))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ def make(name, fed, seed=0, sampling="epoch", **hp):
     return cls(fed, cls.Hyperparameters.from_dict(hp, "test"), seed, sampling)
 
 
-def permuted_blobs(clients=6, n=60, seed=0) -> Federation:
+def permuted_blobs(clients=6, n=60, seed=0, model=None) -> Federation:
     """3 Gaussian blobs in 2-D; clients in cluster 1 see the labels rotated (0->1->2->0).
 
     No single model fits both clusters; a personalized one can (the heterogeneity pFedMe targets).
@@ -34,7 +34,7 @@ def permuted_blobs(clients=6, n=60, seed=0) -> Federation:
     train = [client(i, n) for i in range(clients)]
     test = [client(i, n // 2) for i in range(clients)]
     cpu = torch.device("cpu")
-    model = build_model(normalize_model_spec({"name": "mlr"}, "m"), (2,), 3)
+    model = build_model(normalize_model_spec(model or {"name": "mlr"}, "m"), (2,), 3)
     return Federation(
         ClientSplit([x for x, _ in train], [y for _, y in train], cpu, torch.float64),
         ClientSplit([x for x, _ in test], [y for _, y in test], cpu, torch.float64),

@@ -67,9 +67,10 @@ def test_a_run_may_switch_model():
     cfg["studies"]["s"]["runs"]["mlr"] = {"algorithm": "fedavg", "model": {"name": "mlr"}}
     cfg["studies"]["s"]["runs"]["wide"] = {"algorithm": "fedavg", "model": {"hidden": 9}}
     study = build_suite(cfg).studies["s"]
-    assert json.loads(study.run_json("mlr"))["model"] == {"name": "mlr"}
-    assert json.loads(study.run_json("wide"))["model"] == {"name": "dnn", "hidden": 9}
-    assert json.loads(study.run_json("fedavg"))["model"] == {"name": "dnn", "hidden": 7}
+    split = {"split": "none", "adapter_rank": 4}
+    assert json.loads(study.run_json("mlr"))["model"] == {"name": "mlr", **split}
+    assert json.loads(study.run_json("wide"))["model"] == {"name": "dnn", "hidden": 9, **split}
+    assert json.loads(study.run_json("fedavg"))["model"] == {"name": "dnn", "hidden": 7, **split}
 
 
 def test_grid_expands_runs_with_readable_labels():
@@ -100,7 +101,11 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             "allowed: digits, fashion_mnist, mnist",
         ),
         ({"model": {"name": "resnet"}}, "studies.s.model.name", "allowed: cnn, dnn, linear, mlr"),
-        ({"model": {"name": "dnn", "width": 3}}, "studies.s.model.width", "allowed: hidden, name"),
+        (
+            {"model": {"name": "dnn", "width": 3}},
+            "studies.s.model.width",
+            "allowed: adapter_rank, hidden, name, split",
+        ),
         (
             {"partition": {"scheme": "shards", "clients": 6}},
             "studies.s.partition.scheme",
@@ -115,7 +120,7 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
         (
             {"runs": {"x": {"algorithm": "fedprox"}}},
             "studies.s.runs.x.algorithm",
-            "allowed: fedavg, local, pfedme",
+            "unknown algorithm 'fedprox'",
         ),
         (
             {"runs": {"x": {"algorithm": "pfedme", "lamda": 15}}},
@@ -154,6 +159,8 @@ def test_bad_input_names_the_key(changes, key, fragment):
     err = error(config(**changes))
     assert err.key.startswith(key), err
     assert fragment in str(err)
+    if key.endswith(".algorithm"):
+        assert {"fedavg", "local", "pfedme"} <= set(err.allowed)
 
 
 def test_model_that_cannot_take_the_data():
@@ -175,3 +182,26 @@ def test_top_level_errors():
 def test_training_fingerprints_are_per_algorithm():
     assert train_fingerprint("fedavg") != train_fingerprint("pfedme")
     assert train_fingerprint("fedavg") == train_fingerprint("fedavg")
+
+
+def test_init_from_and_per_run_rounds():
+    cfg = config()
+    cfg["studies"]["s"]["runs"]["tuned"] = {"algorithm": "fedavg", "init_from": "fedavg", "rounds": 7}
+    study = build_suite(cfg).studies["s"]
+    tuned = json.loads(study.run_json("tuned"))
+    assert tuned["init_from"] == "fedavg" and tuned["rounds"] == 7
+    assert (
+        "init_from" not in json.loads(study.run_json("fedavg"))
+        and json.loads(study.run_json("fedavg"))["rounds"] == 3
+    )
+    for run, where, fragment in (
+        ({"algorithm": "fedavg", "init_from": "nope"}, "init_from", "unknown run 'nope'"),
+        ({"algorithm": "fedavg", "init_from": "x"}, "init_from", "cycle"),
+        ({"algorithm": "fedavg", "init_from": "local"}, "init_from", "no global model"),
+        ({"algorithm": "fedavg", "rounds": 0}, "rounds", "positive integer"),
+    ):
+        cfg = config()
+        cfg["studies"]["s"]["runs"]["x"] = run
+        with pytest.raises(ConfigError) as err:
+            build_suite(cfg)
+        assert err.value.key == f"studies.s.runs.x.{where}" and fragment in str(err.value)

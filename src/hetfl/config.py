@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetfl.algorithms import algorithm_module, get_algorithm
-from hetfl.algorithms import registry as algorithm_registry
 from hetfl.claims import normalize_claims
 from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
@@ -48,6 +47,8 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "sampling": "epoch",
     "device": "auto",
     "dtype": "float32",
+    "rounds": None,  # None: the study's rounds
+    "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
 }
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
@@ -72,14 +73,15 @@ class RunSpec:
             if study.problem
             else {"dataset": study.dataset, "partition": study.partition}
         )
+        settings = {k: v for k, v in self.settings.items() if not (k == "init_from" and v is None)}
         return {
             "study": self.study,
             "run": self.label,
             "algorithm": self.algorithm,
             "hyperparameters": self.hyperparameters,
             **env,
-            "rounds": study.rounds,
-            **self.settings,
+            **settings,
+            "rounds": self.settings["rounds"] or study.rounds,
         }
 
 
@@ -179,6 +181,11 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
     for name, allowed in (("sampling", SAMPLING_MODES), ("device", DEVICES), ("dtype", DTYPES)):
         if out[name] not in allowed:
             raise ConfigError(f"{key}.{name}", f"unknown value {out[name]!r}", allowed=allowed)
+    rounds = out["rounds"]
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1):
+        raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
+    if out["init_from"] is not None and not isinstance(out["init_from"], str):
+        raise ConfigError(f"{key}.init_from", f"expected a run label, got {out['init_from']!r}")
     return out
 
 
@@ -207,17 +214,7 @@ def resolve_run(
     run = _require_mapping(run, key)
     if "algorithm" not in run:
         raise ConfigError(f"{key}.algorithm", "every run names its algorithm")
-    cls = get_algorithm(run["algorithm"], key=f"{key}.algorithm")
-    if cls.inputs != environment:
-        fitting = [name for name, other in algorithm_registry().items() if other.inputs == environment]
-        where = (
-            "client data (dataset, partition, model)"
-            if environment == FEDERATION
-            else f"problem '{environment}'"
-        )
-        raise ConfigError(
-            f"{key}.algorithm", f"algorithm '{cls.name}' does not run on {where}", allowed=fitting
-        )
+    cls = get_algorithm(run["algorithm"], key=f"{key}.algorithm", environment=environment)
     known = set(cls.Hyperparameters.names())
     federation = environment == FEDERATION
     merged = {
@@ -233,6 +230,7 @@ def resolve_run(
     settings = _settings(settings, key)
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
+    cls.check(hp, settings, key)
     names = [m for m in cls.metric_names() if task != "regression" or "_acc_" not in m]  # no accuracy
     return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
 
@@ -283,6 +281,7 @@ def resolve_study(name: str, study: dict) -> Study:
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
+    _check_init_from(runs, f"{key}.runs")
 
     metrics = {m for spec in runs.values() for m in spec.metrics}
     figures_cfg = study.get("figures") or _default_figures(metrics)
@@ -367,7 +366,7 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
 
 
 def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
-    """Checks that need the run and its environment: S ≤ N, and the model fits the data."""
+    """Checks that need the run and its environment: S ≤ N, the model fits the data and the algorithm."""
     s = spec.hyperparameters.get("clients_per_round")
     if s is not None and s > env["num_clients"]:
         raise ConfigError(
@@ -377,7 +376,7 @@ def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
     if env["info"] is not None:
         info = env["info"]
         try:
-            build_model(
+            model = build_model(
                 spec.settings["model"],
                 tuple(info.sample_shape),
                 info.num_outputs or info.num_classes,
@@ -385,6 +384,25 @@ def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
             )
         except ValueError as err:
             raise ConfigError(f"{key}.model.name", str(err)) from None
+        get_algorithm(spec.algorithm).check_model(model, key)
+
+
+def _check_init_from(runs: dict[str, RunSpec], key: str) -> None:
+    """``init_from`` names another run of the study that has a global model, without cycles."""
+    for label, spec in runs.items():
+        source, seen = spec.settings["init_from"], [label]
+        while source is not None:
+            where = f"{key}.{label}.init_from"
+            if source not in runs:
+                raise ConfigError(where, f"unknown run '{source}'", allowed=[r for r in runs if r != label])
+            if source in seen:
+                raise ConfigError(
+                    where, f"runs start from each other in a cycle ({' -> '.join([*seen, source])})"
+                )
+            if not any(m.endswith("_global") for m in runs[source].metrics):
+                raise ConfigError(where, f"run '{source}' has no global model to start from")
+            seen.append(source)
+            source = runs[source].settings["init_from"]
 
 
 def build_suite(config: dict) -> Suite:
@@ -417,5 +435,5 @@ def train_fingerprint(algorithm: str, problem: str | None = None) -> str:
     problem's module, the training driver, and everything they import from hetfl."""
     from hetfl.fingerprint import fingerprint
 
-    modules = [algorithm_module(algorithm), "hetfl.train"]
+    modules = [algorithm_module(algorithm, problem or FEDERATION), "hetfl.train"]
     return fingerprint(modules + ([problem_module(problem)] if problem else []))

@@ -9,25 +9,40 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 
 @cache
-def discover(package: str, attribute: str) -> dict[str, type]:
-    """Name -> class over every module under ``package`` that defines ``attribute``.
-
-    Raises:
-        RuntimeError: two modules declare the same name.
-    """
+def declarations(package: str, attribute: str) -> tuple[tuple[str, type, str], ...]:
+    """``(name, class, module)`` for every entry of ``attribute`` in every module under ``package``, sorted."""
     root = importlib.import_module(package)
-    found: dict[str, type] = {}
-    where: dict[str, str] = {}
+    found = []
     for info in sorted(pkgutil.walk_packages(root.__path__, prefix=f"{package}."), key=lambda i: i.name):
         module = importlib.import_module(info.name)
-        for name, cls in getattr(module, attribute, {}).items():
-            if name in found:
-                raise RuntimeError(
-                    f"{attribute[:-1].lower()} '{name}' declared by {where[name]} and {info.name}"
-                )
-            found[name], where[name] = cls, info.name
-    return dict(sorted(found.items()))
+        found += [(name, cls, info.name) for name, cls in getattr(module, attribute, {}).items()]
+    return tuple(sorted(found, key=lambda entry: (entry[0], entry[2])))
+
+
+def discover(package: str, attribute: str, variant: Callable[[type], Any] | None = None) -> dict:
+    """Name -> class (or, with ``variant``, name -> {variant(class): class}) over ``package``'s modules.
+
+    ``variant`` lets one name have several implementations told apart by a class property (an algorithm
+    name on different environments: ``ffgg`` on client data and on the quadratic problem).
+
+    Raises:
+        RuntimeError: two modules declare the same name (and variant).
+    """
+    out: dict = {}
+    where: dict = {}
+    for name, cls, module in declarations(package, attribute):
+        slot = (name, None if variant is None else variant(cls))
+        if slot in where:
+            raise RuntimeError(f"{attribute[:-1].lower()} '{name}' declared by {where[slot]} and {module}")
+        where[slot] = module
+        if variant is None:
+            out[name] = cls
+        else:
+            out.setdefault(name, {})[slot[1]] = cls
+    return out

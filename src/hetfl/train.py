@@ -60,9 +60,12 @@ def build(
     data: Path | str | None,
     partition: Path | str | None,
     device: torch.device,
+    init: Path | str | None = None,
 ):
     """Build the environment (a federation from the data and partition files, or a generated problem)
     and the algorithm of ``spec``.
+
+        init: the ``final.pt`` of the run this one starts from (``init_from``), or None.
 
     Returns:
         ``(environment, algorithm)``.
@@ -74,7 +77,11 @@ def build(
         dataset = Dataset.load(data)
         model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
         env = Federation.from_partition(dataset, Partition.load(partition), model, device, dtype)
-    cls = get_algorithm(spec["algorithm"])
+        if init is not None:  # init_from: the other run's final global model
+            state = torch.load(init, map_location="cpu", weights_only=True)
+            env.init_params = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("global/")}
+    environment = spec["problem"]["name"] if "problem" in spec else "federation"
+    cls = get_algorithm(spec["algorithm"], environment=environment)
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
     return env, cls(env, hp, seed, spec["sampling"])
 
@@ -97,6 +104,7 @@ def train(
     outputs: RunOutputs,
     threads: int = 1,
     log: IO[str] | None = None,
+    init: Path | str | None = None,
 ) -> dict[str, Any]:
     """Train one (study, run, seed) and write its outputs.
 
@@ -107,6 +115,7 @@ def train(
         outputs: where to write metrics, per-client metrics, run record and final model.
         threads: torch intra-op threads (the job's ``threads:``).
         log: progress-bar stream (the job's log file); stderr when None.
+        init: the ``final.pt`` of the run named by ``init_from`` (its global model is the start), or None.
 
     Returns:
         The run record written to ``outputs.info`` (status ``ok`` or ``diverged``).
@@ -114,13 +123,13 @@ def train(
     threads = max(1, int(threads))
     torch.set_num_threads(threads)
     with threadpool_limits(limits=threads):  # numpy's BLAS too (hetfl.models.linalg)
-        return _train(spec, seed, data, partition, outputs, log)
+        return _train(spec, seed, data, partition, outputs, log, init)
 
 
-def _train(spec, seed, data, partition, outputs, log):
+def _train(spec, seed, data, partition, outputs, log, init):
     device = pick_device(spec["device"])
     start = time.perf_counter()
-    env, algorithm = build(spec, seed, data, partition, device)
+    env, algorithm = build(spec, seed, data, partition, device, init)
     schedule = participation_schedule(env.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

@@ -63,11 +63,14 @@ def get_partition_spec(wildcards):
 
 def get_train_input(wildcards):
     s = STUDIES[wildcards.study]
+    source = s.runs[wildcards.run].settings["init_from"]
+    inputs = {} if source is None else {"init": f"{run_dir(wildcards.study, source, wildcards.seed)}/final.pt"}
     if s.dataset is None:
-        return {}  # a generated problem: built inside the training job
+        return inputs  # a generated problem: built inside the training job
     return {
         "data": f"results/data/{s.dataset_id}/data.npz",
         "partition": f"{partition_dir(wildcards.study, int(wildcards.seed))}/clients.npz",
+        **inputs,
     }
 
 

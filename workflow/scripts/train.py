@@ -17,6 +17,7 @@ info = train(
     RunOutputs(out.metrics, out.client_metrics, out.info, out.model, out.artifacts),
     threads=snakemake.threads,
     log=log,
+    init=snakemake.input.get("init"),  # init_from: the other run's final model
 )
 print(
     f"status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s on {info['device']}"

@@ -63,6 +63,17 @@ class Algorithm(ABC):
         return self.env.num_clients if s is None else s
 
     @classmethod
+    def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
+        """Checks across hyper-parameters and run settings (e.g. the model's split), at config time.
+
+        Nothing to check by default.
+
+        Raises:
+            ConfigError: naming the key.
+        """
+        return None
+
+    @classmethod
     @abstractmethod
     def metric_names(cls) -> list[str]:
         """Every metric name ``evaluate`` may report (validated against figures and claims).
@@ -119,9 +130,24 @@ class FederatedAlgorithm(Algorithm):
     def metric_names(cls) -> list[str]:
         return metric_names(cls.models)
 
+    @classmethod
+    def check_model(cls, model, key: str) -> None:
+        """Checks that need the built model (e.g. that its split leaves a global part), at config time.
+
+        Nothing to check by default.
+
+        Raises:
+            ConfigError: naming the key.
+        """
+        return None
+
     def initial_model(self) -> Params:
-        """The initial model w_0 ``[1, ...]`` on the federation's device (stream ``init``: the same for every run)."""
+        """The initial model w_0 ``[1, ...]`` on the federation's device: a fresh init (stream ``init``: the
+        same for every run of a study), with the parameters of ``fed.init_params`` (a pretrained start,
+        the run option ``init_from``) in place of the fresh ones where they exist."""
         init = self.fed.model.init(generator(self.seed, "init"), self.fed.dtype)
+        if self.fed.init_params is not None:
+            init.update({k: v.to(self.fed.dtype) for k, v in self.fed.init_params.items() if k in init})
         return {k: v.to(self.fed.device) for k, v in init.items()}
 
     def aggregation_weights(self, sampled: Tensor) -> Tensor | None:

@@ -82,6 +82,8 @@ class Federation:
         num_clients: N.
         cluster: ``LongTensor[N]``, cluster id of each client (0 without clusters).
         weights: ``Tensor[N]`` (float64, CPU), train-sample share n_i / n of each client.
+        init_params: a pretrained starting model ``dict[str, Tensor[1, ...]]`` (another run's final global
+            model, the run option ``init_from``), or None: algorithms start from it instead of a fresh init.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Federation:
         self.dtype = train.x.dtype
         self.cluster = cluster if cluster is not None else torch.zeros(self.num_clients, dtype=torch.long)
         self.weights = self.train.sizes.double() / self.train.sizes.sum()
+        self.init_params: dict[str, Tensor] | None = None  # a pretrained start (a run's init_from), [1, ...]
 
     @classmethod
     def from_partition(
@@ -124,10 +127,10 @@ class Federation:
         cluster = torch.as_tensor(np.asarray(partition.cluster, dtype=np.int64))
         return cls(split(partition.train), split(partition.test), model, cluster)
 
-    def batch(self, sampler: BatchSampler, clients: Tensor) -> Batch:
-        """Draw the next training minibatch of each of ``clients [C]`` from ``sampler``."""
+    def batch(self, sampler: BatchSampler, clients: Tensor, split: str = "train") -> Batch:
+        """Draw the next minibatch of each of ``clients [C]`` from ``sampler`` (over ``split``'s sizes)."""
         pos, mask = sampler.next(clients)
-        x, y = self.train.gather(clients, pos)
+        x, y = getattr(self, split).gather(clients, pos)
         return Batch(x, y, mask.to(self.device, non_blocking=True), full=bool(mask.all()))
 
     def all_clients(self) -> Tensor:

@@ -24,7 +24,14 @@ def client_grads(model: BatchedModel, params: Params, batch: Batch) -> tuple[Ten
 
 
 def local_sgd(
-    fed: Federation, sampler: BatchSampler, params: Params, clients: Tensor, steps: int, lr: float
+    fed: Federation,
+    sampler: BatchSampler,
+    params: Params,
+    clients: Tensor,
+    steps: int,
+    lr: float,
+    keys: list[str] | None = None,
+    split: str = "train",
 ) -> Params:
     """``steps`` plain SGD steps of each client in ``clients`` on its own minibatches.
 
@@ -34,13 +41,17 @@ def local_sgd(
     Args:
         params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
         clients: ``LongTensor[C]``.
+        keys: the parameters to train (None: all); the others stay fixed (partial personalization).
+        split: the data the steps use (``train``; ``test`` only for the official Per-FedAvg evaluation).
 
     Returns:
         ``params`` after the steps.
     """
+    keys = list(params) if keys is None else keys
+    if not keys:
+        return params
     for _ in range(steps):
-        _, grads = client_grads(fed.model, params, fed.batch(sampler, clients))
+        _, grads = client_grads(fed.model, params, fed.batch(sampler, clients, split))
         with torch.no_grad():
-            for k, g in grads.items():
-                params[k].sub_(g, alpha=lr)
+            torch._foreach_add_([params[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
     return params

@@ -10,6 +10,7 @@ minibatches never shifts the client-participation stream. Every stream is a CPU 
 | ``participation`` | the clients sampled each round (shared by every run of a study, see ``participation.py``) |
 | ``batches`` | minibatch order of every client |
 | ``algorithm`` | randomness inside an algorithm (noise, random personal init, ...) |
+| ``eval`` | randomness of evaluation (adaptation batches of personalized models), so that evaluating more or less often never changes training |
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-STREAMS = ("init", "participation", "batches", "algorithm")
+STREAMS = ("init", "participation", "batches", "algorithm", "eval")  # append only: indices seed streams
 
 
 def stream_seed(seed: int, stream: str) -> int:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from hetfl.engine.rng import stream_seed
+
 MODES = ("epoch", "replacement", "sequential")
 
 
@@ -96,3 +98,14 @@ class BatchSampler:
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         self.order = state["order"].clone()
         self.cursor = state["cursor"].clone()
+
+
+def eval_sampler(sizes: Tensor, batch_size: int, seed: int, t: int, mode: str = "epoch") -> BatchSampler:
+    """The sampler of the evaluation at round ``t``: stream ``eval`` of ``seed``, offset by ``t``.
+
+    Evaluation-time adaptation (Per-FedAvg's personalization step, FedAvg+FT's fine-tuning, the personal
+    fine-tuning of FFGG/FedAlt/FedSim) draws its minibatches here: the personalized model evaluated at
+    round t is the same whether or not earlier rounds were evaluated, and training streams are untouched.
+    """
+    g = torch.Generator().manual_seed((stream_seed(seed, "eval") + t) % (1 << 63))
+    return BatchSampler(sizes, batch_size, g, mode)

@@ -6,6 +6,9 @@
 | ``linear`` | Linear(d, K), for regression or logistic regression | ``bias`` (true) |
 | ``dnn`` | Linear(d, hidden) → ReLU → Linear(hidden, K) | ``hidden`` (100) |
 | ``cnn`` | 2 × (conv → ReLU → maxpool) → Linear(hidden) → ReLU → Linear(K) | ``channels`` ([16, 32]), ``kernel`` (3), ``hidden`` (64) |
+
+Every model also takes ``split`` (``none``, ``input``, ``output``, ``adapter``: which parameters are
+personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from hetfl.errors import ConfigError
+from hetfl.models.adapters import SPLITS
 from hetfl.models.base import TASKS, BatchedModel, Params
 from hetfl.models.cnn import CNN
 from hetfl.models.dnn import DNN
@@ -48,7 +52,7 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
     name = spec["name"]
     if name not in MODELS:
         raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=MODELS)
-    options = dict(_OPTIONS[name])
+    options = {**_OPTIONS[name], "split": "none", "adapter_rank": 4}
     for opt, value in spec.items():
         if opt == "name":
             continue
@@ -57,6 +61,11 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
                 f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options]
             )
         default = options[opt]
+        if opt == "split":
+            if value not in SPLITS:
+                raise ConfigError(f"{key}.split", f"unknown split {value!r}", allowed=SPLITS)
+            options[opt] = value
+            continue
         if isinstance(default, bool):
             ok, expected = isinstance(value, bool), "true or false"
         elif isinstance(default, list):

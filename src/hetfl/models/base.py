@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.models.adapters import SPLITS
+
 Params = dict[str, Tensor]
 
 
@@ -28,11 +30,14 @@ def uniform_init(
     """PyTorch's default ``nn.Linear``/``nn.Conv2d`` initialization, drawn from ``generator``.
 
     ``kaiming_uniform_(a=sqrt(5))`` for weights and the bias rule both reduce to
-    U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)). ``fan_in = 0`` means zeros (an adapter's ``up`` factor), and
+    then nothing is drawn from ``generator``.
 
     Returns:
         Tensor of ``shape`` on the CPU.
     """
+    if fan_in == 0:
+        return torch.zeros(shape, dtype=dtype)
     bound = 1.0 / math.sqrt(fan_in)
     return (torch.rand(shape, generator=generator, dtype=torch.float64) * 2.0 - 1.0).mul_(bound).to(dtype)
 
@@ -72,28 +77,85 @@ class BatchedModel(ABC):
         sample_shape: shape of one input sample, e.g. ``(1, 28, 28)`` or ``(60,)``.
         num_classes: K, the number of outputs (logits, or regression targets).
         task: ``classification`` (cross-entropy) or ``regression`` (squared error); set by ``build_model``.
+        split: which parameters are personal (``hetfl.models.adapters.SPLITS``); ``adapter_rank``: r.
+
+    Raises:
+        ValueError: unknown split.
     """
 
     name: str = ""
     task: str = "classification"
 
-    def __init__(self, sample_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self, sample_shape: tuple[int, ...], num_classes: int, split: str = "none", adapter_rank: int = 4
+    ):
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
         self.sample_shape = tuple(sample_shape)
         self.num_classes = int(num_classes)
         self.in_features = int(math.prod(self.sample_shape))
+        self.split = split
+        self.adapter_rank = int(adapter_rank)
 
     @abstractmethod
+    def layer_shapes(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """Base parameters (no adapters): name -> (shape without the client dimension, fan_in).
+
+        Names are ``<layer>.weight`` / ``<layer>.bias``, layers in order from input to output.
+        """
+
+    def layers(self) -> list[str]:
+        """Layer names, input to output."""
+        return list(dict.fromkeys(name.rsplit(".", 1)[0] for name in self.layer_shapes()))
+
     def shapes(self) -> dict[str, tuple[tuple[int, ...], int]]:
-        """Parameter name -> (shape without the client dimension, fan_in for the default init)."""
+        """Every parameter: the base ones, then (``split: adapter``) each layer's ``lora_down [r, fan_in]``
+        and ``lora_up [out, r]`` (zeros). Adapters come last, so the base initialization does not depend
+        on the split."""
+        out = dict(self.layer_shapes())
+        if self.split == "adapter":
+            for layer in self.layers():
+                shape, fan_in = out[f"{layer}.weight"]
+                flat = int(math.prod(shape[1:]))
+                out[f"{layer}.lora_down"] = ((self.adapter_rank, flat), flat)
+                out[f"{layer}.lora_up"] = ((shape[0], self.adapter_rank), 0)
+        return out
 
-    def init(self, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> Params:
-        """Initial parameters ``dict[str, Tensor[1, ...]]`` (CPU), PyTorch's default init.
+    def personal_keys(self) -> list[str]:
+        """The parameters the split makes personal (``hetfl.models.adapters``); the rest are global."""
+        layers = self.layers()
+        if self.split == "input":
+            return [k for k in self.shapes() if k.rsplit(".", 1)[0] == layers[0]]
+        if self.split == "output":
+            return [k for k in self.shapes() if k.rsplit(".", 1)[0] == layers[-1]]
+        if self.split == "adapter":
+            return [k for k in self.shapes() if ".lora_" in k]
+        return []
 
-        Parameters are drawn in the order of ``shapes()``, all from ``generator``.
+    def weight(self, params: Params, layer: str) -> Tensor:
+        """The effective weight ``[C, out, ...]`` of ``layer``: ``W`` (+ ``up · down`` with adapters)."""
+        w = params[f"{layer}.weight"]
+        if self.split != "adapter":
+            return w
+        delta = torch.matmul(params[f"{layer}.lora_up"], params[f"{layer}.lora_down"])  # [C, out, fan_in]
+        return w + delta.view(w.shape)
+
+    def init(
+        self,
+        generator: torch.Generator,
+        dtype: torch.dtype = torch.float32,
+        count: int = 1,
+        keys: list[str] | None = None,
+    ) -> Params:
+        """Initial parameters ``dict[str, Tensor[count, ...]]`` (CPU), PyTorch's default init.
+
+        Parameters are drawn in the order of ``shapes()``, all from ``generator``; ``count`` independent
+        draws per parameter (e.g. a fresh personal part for each sampled client); only ``keys`` if given.
         """
         return {
-            name: uniform_init((1, *shape), fan_in, generator, dtype)
+            name: uniform_init((count, *shape), fan_in, generator, dtype)
             for name, (shape, fan_in) in self.shapes().items()
+            if keys is None or name in keys
         }
 
     @abstractmethod

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.models.adapters import LoRAConv2d, LoRALinear
 from hetfl.models.base import BatchedModel, Params, linear_cm
 
 
@@ -30,8 +31,10 @@ class CNN(BatchedModel):
 
     name = "cnn"
 
-    def __init__(self, sample_shape, num_classes, channels=(16, 32), kernel: int = 3, hidden: int = 64):
-        super().__init__(sample_shape, num_classes)
+    def __init__(
+        self, sample_shape, num_classes, channels=(16, 32), kernel: int = 3, hidden: int = 64, **split
+    ):
+        super().__init__(sample_shape, num_classes, **split)
         if len(self.sample_shape) != 3 or min(self.sample_shape[1:]) < 4:
             raise ValueError(
                 f"model 'cnn' needs image inputs (channels, H, W) with H, W >= 4, got {sample_shape}"
@@ -44,7 +47,7 @@ class CNN(BatchedModel):
         ch, h, w = self.sample_shape
         self.flat = self.channels[1] * (h // 2 // 2) * (w // 2 // 2)
 
-    def shapes(self):
+    def layer_shapes(self):
         ch = self.sample_shape[0]
         c1, c2 = self.channels
         k = self.kernel
@@ -70,25 +73,34 @@ class CNN(BatchedModel):
     def forward(self, params: Params, x: Tensor) -> Tensor:
         c, b = x.shape[:2]
         h = x.transpose(0, 1).reshape(b, c * self.sample_shape[0], *self.sample_shape[1:])
-        h = self._conv(h, params["conv1.weight"], params["conv1.bias"], c)
-        h = self._conv(h, params["conv2.weight"], params["conv2.bias"], c)
+        h = self._conv(h, self.weight(params, "conv1"), params["conv1.bias"], c)
+        h = self._conv(h, self.weight(params, "conv2"), params["conv2.bias"], c)
         h = h.reshape(b, c, self.flat).permute(1, 2, 0)  # [C, flat, B]
-        h = torch.relu(linear_cm(params["fc1.weight"], params["fc1.bias"], h))
-        return linear_cm(params["fc2.weight"], params["fc2.bias"], h)
+        h = torch.relu(linear_cm(self.weight(params, "fc1"), params["fc1.bias"], h))
+        return linear_cm(self.weight(params, "fc2"), params["fc2.bias"], h)
 
     def reference_module(self) -> nn.Module:
+        rank = self.adapter_rank if self.split == "adapter" else 0
         return _CNNModule(
-            self.sample_shape[0], self.channels, self.kernel, self.flat, self.hidden, self.num_classes
+            self.sample_shape[0], self.channels, self.kernel, self.flat, self.hidden, self.num_classes, rank
         )
 
 
 class _CNNModule(nn.Module):
-    def __init__(self, ch, channels, kernel, flat, hidden, k):
+    def __init__(self, ch, channels, kernel, flat, hidden, k, rank=0):
         super().__init__()
-        self.conv1 = nn.Conv2d(ch, channels[0], kernel, padding=kernel // 2)
-        self.conv2 = nn.Conv2d(channels[0], channels[1], kernel, padding=kernel // 2)
-        self.fc1 = nn.Linear(flat, hidden)
-        self.fc2 = nn.Linear(hidden, k)
+        pad = kernel // 2
+
+        def conv(a, b):
+            return LoRAConv2d(a, b, kernel, rank, pad) if rank else nn.Conv2d(a, b, kernel, padding=pad)
+
+        def linear(a, b):
+            return LoRALinear(a, b, rank) if rank else nn.Linear(a, b)
+
+        self.conv1 = conv(ch, channels[0])
+        self.conv2 = conv(channels[0], channels[1])
+        self.fc1 = linear(flat, hidden)
+        self.fc2 = linear(hidden, k)
 
     def forward(self, x):
         h = F.max_pool2d(torch.relu(self.conv1(x)), 2)

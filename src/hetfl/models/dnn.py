@@ -17,5 +17,5 @@ class DNN(MLP):
 
     name = "dnn"
 
-    def __init__(self, sample_shape, num_classes, hidden: int = 100):
-        super().__init__(sample_shape, num_classes, hidden=(hidden,))
+    def __init__(self, sample_shape, num_classes, hidden: int = 100, **split):
+        super().__init__(sample_shape, num_classes, hidden=(hidden,), **split)

@@ -15,5 +15,5 @@ class Linear(MLP):
 
     name = "linear"
 
-    def __init__(self, sample_shape, num_classes, bias: bool = True):
-        super().__init__(sample_shape, num_classes, hidden=(), bias=bias)
+    def __init__(self, sample_shape, num_classes, bias: bool = True, **split):
+        super().__init__(sample_shape, num_classes, hidden=(), bias=bias, **split)

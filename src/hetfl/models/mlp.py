@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.models.adapters import LoRALinear
 from hetfl.models.base import BatchedModel, Params
 from hetfl.models.linalg import bmm
 
@@ -25,22 +26,23 @@ class MLP(BatchedModel):
     Args:
         hidden: widths of the hidden layers (empty: multinomial logistic regression).
         bias: whether the layers have biases.
+        split, adapter_rank: the personalization split (``hetfl.models.adapters``).
     """
 
     name = "mlp"
 
     def __init__(
-        self, sample_shape, num_classes, hidden: list[int] | tuple[int, ...] = (), bias: bool = True
+        self, sample_shape, num_classes, hidden: list[int] | tuple[int, ...] = (), bias: bool = True, **split
     ):
-        super().__init__(sample_shape, num_classes)
+        super().__init__(sample_shape, num_classes, **split)
         self.hidden = tuple(int(h) for h in hidden)
         self.bias = bool(bias)
         widths = (self.in_features, *self.hidden, self.num_classes)
-        self.layers = [(f"fc{i + 1}", widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
+        self.fc = [(f"fc{i + 1}", widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
 
-    def shapes(self):
+    def layer_shapes(self):
         out = {}
-        for name, fan_in, fan_out in self.layers:
+        for name, fan_in, fan_out in self.fc:
             out[f"{name}.weight"] = ((fan_out, fan_in), fan_in)
             if self.bias:
                 out[f"{name}.bias"] = ((fan_out,), fan_in)
@@ -50,21 +52,21 @@ class MLP(BatchedModel):
         """Logits ``[C, K, B]`` and the input of every layer (column-major), for the backward pass."""
         h = self.flat_input(x)
         inputs = []
-        for i, (name, _, _) in enumerate(self.layers):
+        for i, (name, _, _) in enumerate(self.fc):
             inputs.append(h)
-            z = bmm(params[f"{name}.weight"], h)
+            z = bmm(self.weight(params, name), h)
             if self.bias:
                 z = z.add_(params[f"{name}.bias"].unsqueeze(2))
-            h = torch.relu_(z) if i < len(self.layers) - 1 else z
+            h = torch.relu_(z) if i < len(self.fc) - 1 else z
         return h, inputs
 
     def forward(self, params: Params, x: Tensor) -> Tensor:
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params.values())):
             h = self.flat_input(x)  # differentiable path (autograd callers: gradients in params or inputs)
-            for i, (name, _, _) in enumerate(self.layers):
-                h = torch.bmm(params[f"{name}.weight"], h)
+            for i, (name, _, _) in enumerate(self.fc):
+                h = torch.bmm(self.weight(params, name), h)
                 h = h + params[f"{name}.bias"].unsqueeze(2) if self.bias else h
-                h = torch.relu(h) if i < len(self.layers) - 1 else h
+                h = torch.relu(h) if i < len(self.fc) - 1 else h
             return h
         return self._forward(params, x)[0]
 
@@ -101,25 +103,32 @@ class MLP(BatchedModel):
             loss = (loss * m).sum(1) / count
         delta.div_(count.view(-1, 1, 1))  # dL/dz of the last layer, [C, K, B]
         grads: Params = {}
-        for i in range(len(self.layers) - 1, -1, -1):
-            name = self.layers[i][0]
+        for i in range(len(self.fc) - 1, -1, -1):
+            name = self.fc[i][0]
             h = inputs[i]  # [C, in, B]
-            grads[f"{name}.weight"] = bmm(delta, h.transpose(1, 2))
+            g_w = bmm(delta, h.transpose(1, 2))  # gradient in the effective weight [C, out, in]
+            grads[f"{name}.weight"] = g_w
             if self.bias:
                 grads[f"{name}.bias"] = delta.sum(2)
+            if self.split == "adapter":  # W_eff = W + up · down
+                up, down = params[f"{name}.lora_up"], params[f"{name}.lora_down"]
+                grads[f"{name}.lora_up"] = bmm(g_w, down.transpose(1, 2))
+                grads[f"{name}.lora_down"] = bmm(up.transpose(1, 2), g_w)
             if i:
-                delta = bmm(params[f"{name}.weight"].transpose(1, 2), delta).mul_(h > 0)  # ReLU'
+                delta = bmm(self.weight(params, name).transpose(1, 2), delta).mul_(h > 0)  # ReLU'
         return loss, {k: grads[k] for k in params}
 
     def reference_module(self) -> nn.Module:
-        return _MLPModule([(fan_in, fan_out) for _, fan_in, fan_out in self.layers], self.bias)
+        rank = self.adapter_rank if self.split == "adapter" else 0
+        return _MLPModule([(fan_in, fan_out) for _, fan_in, fan_out in self.fc], self.bias, rank)
 
 
 class _MLPModule(nn.Module):
-    def __init__(self, sizes, bias=True):
+    def __init__(self, sizes, bias=True, rank=0):
         super().__init__()
         for i, (fan_in, fan_out) in enumerate(sizes):
-            self.add_module(f"fc{i + 1}", nn.Linear(fan_in, fan_out, bias=bias))
+            layer = LoRALinear(fan_in, fan_out, rank, bias) if rank else nn.Linear(fan_in, fan_out, bias=bias)
+            self.add_module(f"fc{i + 1}", layer)
         self.depth = len(sizes)
 
     def forward(self, x):

@@ -14,5 +14,5 @@ class MLR(MLP):
 
     name = "mlr"
 
-    def __init__(self, sample_shape, num_classes):
-        super().__init__(sample_shape, num_classes, hidden=())
+    def __init__(self, sample_shape, num_classes, **split):
+        super().__init__(sample_shape, num_classes, hidden=(), **split)

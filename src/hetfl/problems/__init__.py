@@ -11,6 +11,7 @@ Problems are discovered from the modules of this package: each declares
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from hetfl.errors import ConfigError
 from hetfl.problems.base import Problem
 
 
+@cache
 def registry() -> dict[str, type[Problem]]:
     """Config name -> problem class, for every problem of the package."""
     return discover("hetfl.problems", "PROBLEMS")

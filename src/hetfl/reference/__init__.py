@@ -8,9 +8,21 @@ initial weights, the participation schedule and the minibatch positions (drawn f
 """
 
 from hetfl.reference.fedavg import fedavg
+from hetfl.reference.fedavg_ft import fedavg_ft
 from hetfl.reference.local import local
+from hetfl.reference.partial import fedalt, fedsim, ffgg
+from hetfl.reference.perfedavg import perfedavg
 from hetfl.reference.pfedme import pfedme
 
-REFERENCES = {"fedavg": fedavg, "local": local, "pfedme": pfedme}
+REFERENCES = {
+    "fedavg": fedavg,
+    "fedavg_ft": fedavg_ft,
+    "fedalt": fedalt,
+    "fedsim": fedsim,
+    "ffgg": ffgg,
+    "local": local,
+    "perfedavg": perfedavg,
+    "pfedme": pfedme,
+}
 
-__all__ = ["REFERENCES", "fedavg", "local", "pfedme"]
+__all__ = ["REFERENCES"]

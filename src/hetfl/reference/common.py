@@ -62,12 +62,27 @@ def loss_grads(module: nn.Module, x: Tensor, y: Tensor) -> list[Tensor]:
     return list(torch.autograd.grad(loss, list(module.parameters())))
 
 
-def sgd_step(module: nn.Module, x: Tensor, y: Tensor, lr: float) -> None:
-    """One plain SGD step on the mean cross-entropy."""
+def sgd_step(module: nn.Module, x: Tensor, y: Tensor, lr: float, names: list[str] | None = None) -> None:
+    """One plain SGD step on the mean loss, of the parameters ``names`` (None: all)."""
     grads = loss_grads(module, x, y)
     with torch.no_grad():
-        for p, g in zip(module.parameters(), grads, strict=True):
-            p -= lr * g
+        for (name, p), g in zip(module.named_parameters(), grads, strict=True):
+            if names is None or name in names:
+                p -= lr * g
+
+
+def eval_draws(fed: Federation, seed: int, t: int, batch_size: int, sampling: str, split: str = "train"):
+    """The evaluation sampler of round ``t`` (as the batched algorithms create it)."""
+    from hetfl.engine.sampler import eval_sampler
+
+    return eval_sampler(getattr(fed, split).sizes, batch_size, seed, t, sampling)
+
+
+def split_data(fed: Federation, split: str) -> list[tuple[Tensor, Tensor]]:
+    """Each client's data of ``split``."""
+    data = getattr(fed, split)
+    off = data.offsets.tolist()
+    return [(data.x[a:b], data.y[a:b]) for a, b in zip(off[:-1], off[1:], strict=True)]
 
 
 def mean_states(states: list[dict[str, Tensor]], weights: list[float] | None) -> dict[str, Tensor]:

@@ -1,0 +1,66 @@
+"""FedAvg with local fine-tuning (FedAvg+FT): the standard personalization baseline.
+
+FedAvg trains the global model (McMahan et al. 2017); each client's personalized model is the current
+global model fine-tuned on its own training data for ``finetune_steps`` SGD steps (Wang et al. 2019,
+"Federated evaluation of on-device personalization"; the fair counterpart of Per-FedAvg's adaptation,
+spec ``pfedme.md`` §1.6, and the "FedAvg + fine-tuning" row of partial-personalization tables).
+``finetune: personal`` fine-tunes only the personal part of the model's split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from hetfl.algorithms.baselines.fedavg import FedAvg, FedAvgHyperparameters
+from hetfl.engine.grad import local_sgd
+from hetfl.engine.params import Params, all_finite, broadcast
+from hetfl.engine.sampler import eval_sampler
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgFTHyperparameters(FedAvgHyperparameters):
+    """FedAvg's, plus ``finetune_steps``, ``finetune_lr`` (null: ``lr``), ``finetune`` (``all`` | ``personal``)."""
+
+    finetune_steps: int = 20
+    finetune_lr: float | None = None
+    finetune: Literal["all", "personal"] = "all"
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "finetune_lr")
+        self._positive(key, "finetune_steps", allow_zero=True)
+
+
+class FedAvgFT(FedAvg):
+    """FedAvg training; personal models fine-tuned from the global one at evaluation."""
+
+    name = "fedavg_ft"
+    Hyperparameters = FedAvgFTHyperparameters
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.t = 0
+        self._cache: tuple[int, Params] | None = None
+
+    def round(self, t, sampled) -> None:
+        self.t = t
+        super().round(t, sampled)
+
+    def eval_models(self) -> dict[str, Params]:
+        if self._cache is None or self._cache[0] != self.t:
+            hp, fed = self.hp, self.fed
+            personal = broadcast(self.w, fed.num_clients)
+            keys = fed.model.personal_keys() if hp.finetune == "personal" else None
+            sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
+            local_sgd(
+                fed, sampler, personal, fed.all_clients(), hp.finetune_steps, hp.finetune_lr or hp.lr, keys
+            )
+            self._cache = (self.t, personal)
+        return {"global": self.w, "personal": self._cache[1]}
+
+    def finite(self) -> bool:
+        return all_finite(self.w)
+
+
+ALGORITHMS = {"fedavg_ft": FedAvgFT}

@@ -1,0 +1,32 @@
+"""FedSim: simultaneous updates of the personal and the global part.
+
+Pillutla et al., "Federated Learning with Partial Model Personalization", ICML 2022
+(``pfl/optim/fedsim.py``; spec ``ffgg.md`` §2.5): each sampled client trains θ and w jointly for
+``local_steps`` SGD steps from (θ^r, w_m); the server averages the θ's (server_lr 1: FedAvg). Stateless
+(the default, as in FFGG's table) or stateful, as FedAlt.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from hetfl.algorithms.personalized.fedalt import SplitTrainingHyperparameters, StatefulPersonalization
+from hetfl.engine.grad import local_sgd
+
+
+class FedSim(StatefulPersonalization):
+    """FedSim: joint steps on (θ, w_m)."""
+
+    name = "fedsim"
+    Hyperparameters = SplitTrainingHyperparameters
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        hp = self.hp
+        self.t = t
+        params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
+        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, hp.lr)
+        self.keep(params, sampled)
+        self.server_step(params, sampled, hp.server_lr)
+
+
+ALGORITHMS = {"fedsim": FedSim}

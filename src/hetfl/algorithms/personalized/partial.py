@@ -1,0 +1,121 @@
+"""What FFGG, FedAlt and FedSim share: a model split into a global part θ and a personal part w.
+
+The split is the model's (``model: {split: input | output | adapter}``, ``hetfl.models.adapters``):
+θ = every other parameter, shared by the server; w = the personal parameters of each client. Only θ
+travels to the server. The personal model of client m is (θ, w_m) with w_m fine-tuned on m's
+training data for ``finetune_steps`` SGD steps before testing: the "final fine-tuning of the
+personal part" (stage 3 of FFGG's real-data pipeline, TMLR 2025 App. E.6; Pillutla et al. 2022).
+Where the fine-tuning starts depends on the algorithm (``personal_start``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.engine.grad import local_sgd
+from hetfl.engine.params import Params, all_finite, broadcast
+from hetfl.engine.sampler import eval_sampler
+from hetfl.errors import ConfigError
+from hetfl.models.adapters import SPLITS
+from hetfl.options import Options
+
+
+@dataclasses.dataclass(frozen=True)
+class PartialHyperparameters(Options):
+    """Shared by the partially personalized algorithms.
+
+    ``batch_size`` |D|; ``clients_per_round`` S (null = all); ``client_weights`` (``uniform`` 1/S or
+    ``samples``); ``finetune_steps``: SGD steps on w before evaluation; ``finetune_lr``: their step size
+    (null: the algorithm's personal step size).
+    """
+
+    batch_size: int = 20
+    clients_per_round: int | None = None
+    client_weights: Literal["uniform", "samples"] = "uniform"
+    finetune_steps: int = 20
+    finetune_lr: float | None = None
+
+    def check(self, key: str) -> None:
+        self._positive(key, "batch_size", "clients_per_round", "finetune_lr")
+        self._positive(key, "finetune_steps", allow_zero=True)
+
+
+class PartialPersonalization(FederatedAlgorithm):
+    """Base: θ (``self.theta``, ``[1, ...]``) and the personal parameter names of the split.
+
+    Attributes:
+        global_keys, personal_keys: the split of the model's parameters.
+        theta: the global part ``[1, ...]``.
+        default_personal: the personal part of the initial model ``[1, ...]`` (the "default client
+            parameters" of Pillutla et al.'s stateless variants).
+    """
+
+    models = ("personal",)
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.personal_keys = fed.model.personal_keys()
+        w0 = self.initial_model()
+        self.global_keys = [k for k in w0 if k not in self.personal_keys]
+        self.theta = {k: w0[k] for k in self.global_keys}
+        self.default_personal = {k: w0[k] for k in self.personal_keys}
+        self.t = 0
+        self._cache: tuple[int, Params] | None = None
+
+    @classmethod
+    def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
+        if settings["model"]["split"] == "none":
+            raise ConfigError(
+                f"{key}.model.split",
+                f"algorithm '{cls.name}' needs a personal part: set the model's split",
+                allowed=[s for s in SPLITS if s != "none"],
+            )
+
+    @classmethod
+    def check_model(cls, model, key: str) -> None:
+        personal = set(model.personal_keys())
+        if personal == set(model.shapes()):
+            raise ConfigError(
+                f"{key}.model.split",
+                f"split '{model.split}' makes every parameter of model '{model.name}' personal: no global part "
+                "is left to share (a one-layer model has the same input and output layer)",
+                allowed=[s for s in SPLITS if s not in ("none", model.split)],
+            )
+
+    @property
+    def personal_lr(self) -> float:
+        """The step size of the personal part (fine-tuning defaults to it)."""
+        return self.hp.lr
+
+    def compose(self, personal: Params, count: int) -> Params:
+        """Full models ``[count, ...]``: θ copied ``count`` times, with the given personal parts ``[count, ...]``."""
+        return {**broadcast(self.theta, count), **{k: v.clone() for k, v in personal.items()}}
+
+    def personal_start(self, clients: Tensor, generator: torch.Generator) -> Params:
+        """Where the personal part of ``clients [C]`` starts (for a round, or for evaluation): the default."""
+        return broadcast(self.default_personal, len(clients))
+
+    def server_step(self, local: Params, sampled: Tensor, lr: float) -> None:
+        """θ ← θ − lr · (θ − weighted mean of the sampled clients' θ): the pseudo-gradient step (lr 1: averaging)."""
+        mean = self.aggregate({k: local[k] for k in self.global_keys}, sampled)
+        self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
+
+    def eval_models(self) -> dict[str, Params]:
+        """Each client's personal model: θ with w fine-tuned on its training data (cached per round)."""
+        if self._cache is None or self._cache[0] != self.t:
+            clients = self.fed.all_clients()
+            sampler = eval_sampler(self.fed.train.sizes, self.hp.batch_size, self.seed, self.t, self.sampling)
+            start = self.personal_start(clients, sampler.generator)
+            params = self.compose(start, len(clients))
+            lr = self.hp.finetune_lr or self.personal_lr
+            local_sgd(self.fed, sampler, params, clients, self.hp.finetune_steps, lr, keys=self.personal_keys)
+            self._cache = (self.t, params)
+        return {"personal": self._cache[1]}
+
+    def finite(self) -> bool:
+        return all_finite(self.theta)

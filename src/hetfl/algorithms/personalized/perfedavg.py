@@ -1,0 +1,119 @@
+"""Per-FedAvg: personalized FedAvg by model-agnostic meta-learning.
+
+Fallah, Mokhtari, Ozdaglar, "Personalized Federated Learning with Theoretical Guarantees: A
+Model-Agnostic Meta-Learning Approach", NeurIPS 2020, Algorithm 1 (FO and HF variants); as run in the
+pFedMe paper's comparisons (spec ``pfedme.md`` §1.5). Each sampled client runs τ local steps:
+
+    FO:  w' = w − α ∇f(w; D);   g = ∇f(w'; D');   w ← w − β g
+    HF:  as FO, with h = [∇f(w + δg; D'') − ∇f(w − δg; D'')] / (2δ) ≈ ∇²f(w; D'') g and w ← w − β (g − α h)
+
+and the server averages the clients' models. The personalized model of a client is the global model
+after one α-step on one of its training minibatches (``adaptation: train``, the paper's definition).
+
+Official code differences, as named options:
+
+- ``adaptation: official``: the evaluation of the official pFedMe repository: one α-step on a *test*
+  batch, then a β-step on the next test batch (issue #19 of CharlieDinh/pFedMe: a data leak).
+- ``step: sequential``: the paper-time official training step, two plain SGD steps (α then β) without
+  restoring w (fixed in the repository's PR #9); ``maml`` (default) is the Per-FedAvg paper's update.
+- ``client_weights: samples``: the official n_i-weighted average (default uniform 1/S).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.hyperparameters import Federated
+from hetfl.engine.federation import Batch
+from hetfl.engine.grad import client_grads, local_sgd
+from hetfl.engine.params import Params, broadcast
+from hetfl.engine.sampler import eval_sampler
+
+
+@dataclasses.dataclass(frozen=True)
+class PerFedAvgHyperparameters(Federated):
+    """``lr`` α, the inner (personalization) step (official --learning_rate); ``beta`` β, the meta step;
+    ``variant`` (``fo`` | ``hf``), ``hf_delta`` δ, ``step`` (``maml`` | ``sequential``), ``adaptation``
+    (``train`` | ``official``), ``adaptation_steps`` (α-steps of the ``train`` adaptation)."""
+
+    beta: float = 0.001
+    variant: Literal["fo", "hf"] = "fo"
+    hf_delta: float = 0.001
+    step: Literal["maml", "sequential"] = "maml"
+    adaptation: Literal["train", "official"] = "train"
+    adaptation_steps: int = 1
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "beta", "hf_delta", "adaptation_steps")
+
+
+def _shifted(params: Params, direction: Params, scale: float) -> Params:
+    return {k: v + scale * direction[k] for k, v in params.items()}
+
+
+class PerFedAvg(FederatedAlgorithm):
+    """Per-FedAvg. State: the global model ``w [1, ...]``."""
+
+    name = "perfedavg"
+    Hyperparameters = PerFedAvgHyperparameters
+    models = ("global", "personal")
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.w = self.initial_model()
+        self.t = 0
+        self._cache: tuple[int, Params] | None = None
+
+    def _grad(self, params: Params, batch: Batch) -> Params:
+        return client_grads(self.fed.model, params, batch)[1]
+
+    def _local_step(self, local: Params, sampled: Tensor) -> Params:
+        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9)."""
+        hp, fed = self.hp, self.fed
+        d1, d2 = fed.batch(self.sampler, sampled), fed.batch(self.sampler, sampled)
+        if hp.step == "sequential":  # the paper-time official code: two SGD steps, no restore
+            local = _shifted(local, self._grad(local, d1), -hp.lr)
+            return _shifted(local, self._grad(local, d2), -hp.beta)
+        temp = _shifted(local, self._grad(local, d1), -hp.lr)  # w' = w − α ∇f(w; D)
+        g = self._grad(temp, d2)  # g = ∇f(w'; D')
+        if hp.variant == "hf":  # Hessian-vector product by central differences on D''
+            d3 = fed.batch(self.sampler, sampled)
+            plus = self._grad(_shifted(local, g, hp.hf_delta), d3)
+            minus = self._grad(_shifted(local, g, -hp.hf_delta), d3)
+            g = {k: g[k] - hp.lr * (plus[k] - minus[k]) / (2 * hp.hf_delta) for k in g}
+        return _shifted(local, g, -hp.beta)  # w ← w − β g
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        self.t = t
+        local = broadcast(self.w, len(sampled))
+        for _ in range(self.hp.local_steps):
+            local = self._local_step(local, sampled)
+        self.w = self.aggregate(local, sampled)
+
+    def eval_models(self) -> dict[str, Params]:
+        """The global model, and each client's adaptation of it (cached per round)."""
+        if self._cache is None or self._cache[0] != self.t:
+            hp, fed = self.hp, self.fed
+            clients = fed.all_clients()
+            personal = broadcast(self.w, fed.num_clients)
+            if hp.adaptation == "train":
+                sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
+                local_sgd(fed, sampler, personal, clients, hp.adaptation_steps, hp.lr)
+            else:  # official: an α-step then a β-step, on test batches
+                sampler = eval_sampler(fed.test.sizes, hp.batch_size, self.seed, self.t, self.sampling)
+                local_sgd(fed, sampler, personal, clients, 1, hp.lr, split="test")
+                local_sgd(fed, sampler, personal, clients, 1, hp.beta, split="test")
+            self._cache = (self.t, personal)
+        return {"global": self.w, "personal": self._cache[1]}
+
+    def finite(self) -> bool:
+        return bool(torch.stack([torch.isfinite(v).all() for v in self.w.values()]).all())
+
+
+ALGORITHMS = {"perfedavg": PerFedAvg}

@@ -1,0 +1,34 @@
+"""FedAvg+FT, sequential reference: FedAvg, then each client fine-tunes the global model alone."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from hetfl.engine.federation import Federation
+from hetfl.reference.common import client_data, draws, eval_draws, make_module, minibatch, sgd_step, state_of
+from hetfl.reference.fedavg import fedavg
+
+
+def finetune(fed: Federation, start: list[dict], steps: int, lr: float, sampler, names=None) -> list[dict]:
+    """Each client's model ``start[i]`` after ``steps`` SGD steps on its training data (parameters ``names``)."""
+    data = client_data(fed)
+    batches = draws(sampler, fed.all_clients(), steps)
+    out = []
+    for client, state in enumerate(start):
+        module = make_module(fed, state)
+        for draw in batches:
+            sgd_step(module, *minibatch(data[client], draw, client), lr, names)
+        out.append(state_of(module))
+    return out
+
+
+def fedavg_ft(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
+    """Yield after each round ``{"global": w, "personal": [fine-tuned w per client]}``."""
+    names = fed.model.personal_keys() if hp.finetune == "personal" else None
+    for t, models in enumerate(fedavg(fed, hp, seed, schedule, sampling), start=1):
+        w = models["global"]
+        sampler = eval_draws(fed, seed, t, hp.batch_size, sampling)
+        personal = finetune(
+            fed, [w] * fed.num_clients, hp.finetune_steps, hp.finetune_lr or hp.lr, sampler, names
+        )
+        yield {"global": w, "personal": personal}

@@ -1,0 +1,90 @@
+"""Per-FedAvg, sequential reference (Fallah et al. 2020, Algorithm 1), one client after the other."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from hetfl.engine.federation import Federation
+from hetfl.reference.common import (
+    client_data,
+    draws,
+    eval_draws,
+    initial_state,
+    loss_grads,
+    make_module,
+    mean_states,
+    minibatch,
+    sample_weights,
+    sampler_for,
+    sgd_step,
+    split_data,
+    state_of,
+)
+
+
+def _step(module, data, batches, row, hp) -> None:
+    """One local step of one client (in place)."""
+    params = list(module.parameters())
+    x1, y1 = minibatch(data, batches[0], row)
+    x2, y2 = minibatch(data, batches[1], row)
+    if hp.step == "sequential":
+        sgd_step(module, x1, y1, hp.lr)
+        sgd_step(module, x2, y2, hp.beta)
+        return
+    w = [p.detach().clone() for p in params]
+    sgd_step(module, x1, y1, hp.lr)  # w' = w − α ∇f(w; D)
+    g = loss_grads(module, x2, y2)  # ∇f(w'; D')
+    with torch.no_grad():
+        for p, v in zip(params, w, strict=True):
+            p.copy_(v)
+    if hp.variant == "hf":
+        x3, y3 = minibatch(data, batches[2], row)
+        hv = []
+        for sign in (1.0, -1.0):
+            with torch.no_grad():
+                for p, v, d in zip(params, w, g, strict=True):
+                    p.copy_(v + sign * hp.hf_delta * d)
+            hv.append(loss_grads(module, x3, y3))
+        with torch.no_grad():
+            for p, v in zip(params, w, strict=True):
+                p.copy_(v)
+        g = [d - hp.lr * (a - b) / (2 * hp.hf_delta) for d, a, b in zip(g, hv[0], hv[1], strict=True)]
+    with torch.no_grad():
+        for p, d in zip(params, g, strict=True):
+            p -= hp.beta * d
+
+
+def personalize(fed, hp, seed, t, sampling, w):
+    """Each client's personalized model at the evaluation of round ``t``."""
+    everyone = fed.all_clients()
+    split = "train" if hp.adaptation == "train" else "test"
+    data = split_data(fed, split)
+    sampler = eval_draws(fed, seed, t, hp.batch_size, sampling, split)
+    lrs = [hp.lr] * hp.adaptation_steps if hp.adaptation == "train" else [hp.lr, hp.beta]
+    batches = draws(sampler, everyone, len(lrs))
+    out = []
+    for client in range(fed.num_clients):
+        module = make_module(fed, w)
+        for draw, lr in zip(batches, lrs, strict=True):
+            sgd_step(module, *minibatch(data[client], draw, client), lr)
+        out.append(state_of(module))
+    return out
+
+
+def perfedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
+    """Yield after each round ``{"global": w, "personal": [adapted w per client]}``."""
+    data = client_data(fed)
+    sampler = sampler_for(fed, hp.batch_size, seed, sampling)
+    w = initial_state(fed, seed)
+    per_step = 3 if hp.variant == "hf" and hp.step == "maml" else 2
+    for t, sampled in enumerate(schedule, start=1):
+        batches = draws(sampler, sampled, hp.local_steps * per_step)
+        states = []
+        for row, client in enumerate(sampled.tolist()):
+            module = make_module(fed, w)
+            for s in range(hp.local_steps):
+                _step(module, data[client], batches[s * per_step : (s + 1) * per_step], row, hp)
+            states.append(state_of(module))
+        w = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
+        yield {"global": w, "personal": personalize(fed, hp, seed, t, sampling, w)}
