@@ -26,6 +26,8 @@ TINY_STUDY = {
         "pfedme": {"algorithm": "pfedme", "K": 2},
         # personal_lr · λ = 10: each inner prox step multiplies θ − w by −9; 9^60 overflows float32 in round 1
         "pfedme_big_lambda": {"algorithm": "pfedme", "K": 20, "lam": 100.0, "personal_lr": 0.1},
+        # a second stage: fine-tuned FedAvg starting from the fedavg run's final model
+        "fedavg_ft": {"algorithm": "fedavg_ft", "init_from": "fedavg", "rounds": 2, "finetune_steps": 2},
     },
 }
 

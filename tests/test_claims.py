@@ -128,6 +128,14 @@ def test_chained_comparison_needs_every_pair(tables):
     assert broken["holds"] == "no" and broken["margin"] == pytest.approx(-0.1)
 
 
+def test_comparisons_joined_by_and_all_hold(tables):
+    both = one(tables, "pfedme.acc > 0.7 and fedavg.acc > 0.6")
+    assert both["holds"] == "yes" and both["comparisons"] == "0.75 > 0.7; 0.7 > 0.6"
+    one_fails = one(tables, "pfedme.acc > 0.7 and fedavg.acc > 0.75")
+    assert one_fails["holds"] == "no" and one_fails["margin"] == pytest.approx(-0.05)
+    assert one(tables, "pfedme.acc > 0 and dead.acc > 0")["holds"] == "undetermined"
+
+
 def test_diverged_run_is_undetermined(tables):
     row = one(tables, "dead.acc > fedavg.acc")
     assert row["holds"] == "undetermined" and math.isnan(row["margin"])
@@ -151,7 +159,8 @@ def test_diverged_run_is_undetermined(tables):
         ("fedavg.acc ** 2 > 0", "BinOp"),
         ("fedavg.acc == 1", "allowed: <, <=, >, >="),
         ("fedavg.acc", "must be a comparison"),
-        ("fedavg.acc > 1 and 1 > 0", "must be a comparison"),
+        ("fedavg.acc > 1 or 1 > 0", "must be a comparison"),
+        ("fedavg.acc > 1 and 2", "must be a comparison"),
         ("fedavg.acc >", "cannot parse"),
         ("x > 1", "unknown name 'x'"),
         ("_op0 > 1", "reserved"),

@@ -91,6 +91,17 @@ def test_one_command_produces_every_output(repo):
             assert (repo / f"results/figures/tiny/{fig}.{ext}").stat().st_size > 1000
 
 
+def test_a_run_starts_from_another_runs_final_model(repo):
+    """init_from: fedavg_ft's round-0 global model is fedavg's final one (same seed), so they score the same."""
+    for seed in (0, 1):
+        source = pd.read_csv(repo / f"results/runs/tiny/fedavg/seed={seed}/metrics.csv")
+        stage2 = pd.read_csv(repo / f"results/runs/tiny/fedavg_ft/seed={seed}/metrics.csv")
+        final = source[(source["round"] == 4) & (source["metric"] == "test_acc_global")]["value"].item()
+        start = stage2[(stage2["round"] == 0) & (stage2["metric"] == "test_acc_global")]["value"].item()
+        assert start == final
+    assert json.loads((repo / "results/runs/tiny/fedavg_ft/seed=0/run.json").read_text())["spec"]["rounds"] == 2
+
+
 def test_diverged_run_is_recorded_and_the_rest_completes(repo):
     info = json.loads((repo / "results/runs/tiny/pfedme_big_lambda/seed=0/run.json").read_text())
     assert info["status"] == "diverged" and info["diverged_round"] >= 1
@@ -120,7 +131,8 @@ def test_editing_an_algorithm_reruns_its_runs_only(repo):
     try:
         path.write_text(original + "\n_CHANGED = True\n")
         trains = sorted((w["run"], w["seed"]) for rule, w in planned(repo) if rule == "train")
-        assert trains == [("fedavg", "0"), ("fedavg", "1")]
+        # fedavg's runs, and the run that starts from fedavg's final model (init_from)
+        assert trains == [("fedavg", "0"), ("fedavg", "1"), ("fedavg_ft", "0"), ("fedavg_ft", "1")]
         path.write_text(original + "\n# a comment changes nothing\n")
         assert "Nothing to be done" in snakemake(repo, "-n").stdout
     finally:

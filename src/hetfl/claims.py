@@ -19,6 +19,7 @@ Grammar of ``check``:
   a bare operand takes the claim's ``at`` (``final`` | ``best`` | ``last<k>`` | ``round=<n>``;
   default ``final``);
 - numbers, ``+ - * /``, unary minus, parentheses;
+- comparisons joined by ``and`` (every one must hold): ``a > b and a > c``;
 - one comparison, ``<``, ``<=``, ``>`` or ``>=``, possibly chained: ``a < b < c`` holds when every
   adjacent pair does (a monotonicity claim).
 
@@ -149,8 +150,13 @@ class _Compiler:
 
     def claim(self, tree: ast.Expression) -> tuple:
         node = tree.body
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            return ("and", [self.comparison(value) for value in node.values])
+        return self.comparison(node)
+
+    def comparison(self, node: ast.expr) -> tuple:
         if not isinstance(node, ast.Compare):
-            self.fail("a claim must be a comparison (<, <=, >, >=)")
+            self.fail("a claim must be a comparison (<, <=, >, >=), or comparisons joined by 'and'")
         bad = [type(op).__name__ for op in node.ops if type(op) not in _COMPARE]
         if bad:
             self.fail(f"comparison {bad[0]} is not allowed", allowed=["<", "<=", ">", ">="])
@@ -258,11 +264,16 @@ def _evaluate(node: tuple, values: list):
 
 
 def _compare(tree: tuple, values: list) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
-    """Evaluate a comparison elementwise over ``values``.
+    """Evaluate a comparison (or comparisons joined by ``and``: all must hold) elementwise over ``values``.
 
     Returns (holds, undetermined, pairs): holds is False where undetermined (a side is not finite);
     pairs are ``(symbol, lhs, rhs)`` per adjacent pair of sides.
     """
+    if tree[0] == "and":
+        parts = [_compare(part, values) for part in tree[1]]
+        undetermined = np.logical_or.reduce([u for _, u, _ in parts])
+        holds = np.logical_and.reduce([h for h, _, _ in parts])
+        return holds & ~undetermined, undetermined, [pair for _, _, pairs in parts for pair in pairs]
     _, ops, sides = tree
     sides = np.broadcast_arrays(*[np.asarray(_evaluate(side, values), float) for side in sides])
     pairs = [(symbol, fn, lhs, rhs) for (symbol, fn), lhs, rhs in zip(ops, sides, sides[1:], strict=False)]
