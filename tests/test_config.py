@@ -98,7 +98,7 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
         (
             {"dataset": {"name": "cifar100"}},
             "studies.s.dataset.name",
-            "allowed: digits, fashion_mnist, mnist",
+            "unknown dataset 'cifar100'",
         ),
         ({"model": {"name": "resnet"}}, "studies.s.model.name", "allowed: cnn, dnn, linear, mlr"),
         (
@@ -137,7 +137,7 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
         (
             {"runs": {"x": {"algorithm": "fedavg", "clients_per_round": 9}}},
             "studies.s.runs.x.clients_per_round",
-            "study has 6 clients",
+            "the run has 6 clients",
         ),
         (
             {"runs": {"x": {"algorithm": "fedavg", "sampling": "shuffle"}}},
@@ -205,3 +205,21 @@ def test_init_from_and_per_run_rounds():
         with pytest.raises(ConfigError) as err:
             build_suite(cfg)
         assert err.value.key == f"studies.s.runs.x.{where}" and fragment in str(err.value)
+
+
+def test_a_run_may_use_its_own_partition():
+    cfg = config()
+    cfg["studies"]["s"]["runs"]["fewer"] = {"algorithm": "fedavg", "partition": {"clients": 4}}
+    cfg["studies"]["s"]["runs"]["dirichlet"] = {
+        "algorithm": "fedavg", "partition": {"scheme": "dirichlet", "clients": 5, "alpha": 0.3, "min_size": 5}
+    }
+    study = build_suite(cfg).studies["s"]
+    base, fewer, dirichlet = (study.runs[r] for r in ("fedavg", "fewer", "dirichlet"))
+    assert base.partition_id == study.partition_id and base.num_clients == 6
+    assert fewer.partition == {**study.partition, "clients": 4} and fewer.num_clients == 4
+    assert fewer.partition_id != study.partition_id
+    assert json.loads(study.run_json("dirichlet"))["partition"]["scheme"] == "dirichlet"
+    assert "labels_per_client" not in dirichlet.partition  # another scheme: not merged with the study's
+    cfg["studies"]["s"]["runs"]["bad"] = {"algorithm": "fedavg", "clients_per_round": 5, "partition": {"clients": 4}}
+    with pytest.raises(ConfigError, match="the run has 4 clients"):
+        build_suite(cfg)

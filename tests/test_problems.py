@@ -61,7 +61,7 @@ def test_problem_study_resolves():
         (
             study(runs={"x": {"algorithm": "toy_gd", "clients_per_round": 9}}),
             "studies.p.runs.x.clients_per_round",
-            "study has 5 clients",
+            "the run has 5 clients",
         ),
     ],
 )

@@ -51,7 +51,8 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
     """Rounds per second of run ``label`` of ``study``, batched and sequential."""
     spec = json.loads(study.run_json(label))
     dataset = _dataset(study)
-    partition = make_partition(study.partition, dataset, study.partition_seed(seed))
+    run = study.runs[label]
+    partition = make_partition(run.partition, dataset, run.partition_seed(seed))
     model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
     fed = Federation.from_partition(dataset, partition, model, device, getattr(torch, spec["dtype"]))
     cls = get_algorithm(spec["algorithm"])

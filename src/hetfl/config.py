@@ -65,13 +65,21 @@ class RunSpec:
     hyperparameters: dict[str, Any]
     metrics: tuple[str, ...]
     settings: dict[str, Any]
+    partition: dict[str, Any] | None = None  # the study's, or the run's own (a partition override)
+    partition_id: str | None = None
+    num_clients: int = 0
+
+    def partition_seed(self, seed: int) -> int:
+        """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
+        fixed = self.partition.get("seed")
+        return int(seed) if fixed is None else int(fixed)
 
     def as_dict(self, study: Study) -> dict[str, Any]:
         """The fully resolved spec a training job receives (JSON-serializable)."""
         env = (
             {"problem": study.problem}
             if study.problem
-            else {"dataset": study.dataset, "partition": study.partition}
+            else {"dataset": study.dataset, "partition": self.partition}
         )
         settings = {k: v for k, v in self.settings.items() if not (k == "init_from" and v is None)}
         return {
@@ -111,7 +119,7 @@ class Study:
         return self.problem["name"] if self.problem else FEDERATION
 
     def partition_seed(self, seed: int) -> int:
-        """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
+        """The seed of the study's partition (runs with their own partition: ``RunSpec.partition_seed``)."""
         fixed = self.partition.get("seed")
         return int(seed) if fixed is None else int(fixed)
 
@@ -274,10 +282,12 @@ def resolve_study(name: str, study: dict) -> Study:
     if not runs_cfg:
         raise ConfigError(f"{key}.runs", "a study needs at least one run")
     runs_cfg = expand_grid(runs_cfg, _require_mapping(study.get("grid", {}), f"{key}.grid"), f"{key}.grid")
-    runs = {
-        label: resolve_run(name, label, run, defaults, base, f"{key}.runs.{label}", environment, env["task"])
-        for label, run in runs_cfg.items()
-    }
+    runs = {}
+    for label, run in runs_cfg.items():
+        run = _require_mapping(run, f"{key}.runs.{label}")
+        own = {k: v for k, v in run.items() if k != "partition"}
+        runs[label] = resolve_run(name, label, own, defaults, base, f"{key}.runs.{label}", environment, env["task"])
+        _set_partition(runs[label], env, run.get("partition"), seeds, f"{key}.runs.{label}.partition")
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
@@ -324,12 +334,35 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
         "dataset": dataset,
         "dataset_id": dataset_id(dataset),
         "partition": partition,
+        "partition_given": dict(study["partition"]),
         "partition_id": partition_id({k: v for k, v in partition.items() if k != "seed"}),
         "problem": None,
         "num_clients": int(partition["clients"]),
         "info": info,
         "task": info.task,
     }
+
+
+def _set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int], key: str) -> None:
+    """The run's partition: the study's, or its own override merged over it (a different ``scheme``
+    starts from that scheme's defaults), checked like the study's (e.g. an α sweep in one study)."""
+    if env["partition"] is None:
+        if own is not None:
+            raise ConfigError(key, "a study on a generated problem has no partition")
+        spec.num_clients = env["num_clients"]
+        return
+    if own is None:
+        spec.partition, spec.partition_id, spec.num_clients = env["partition"], env["partition_id"], env["num_clients"]
+        return
+    own = _require_mapping(own, key)
+    same = own.get("scheme", env["partition"]["scheme"]) == env["partition"]["scheme"]
+    merged = {**env["partition_given"], **own} if same else own
+    partition = normalize_partition_spec(merged, key, env["info"])
+    fixed = partition.get("seed")
+    check_partition(partition, env["info"], sorted({s if fixed is None else fixed for s in seeds}), key)
+    spec.partition = partition
+    spec.partition_id = partition_id({k: v for k, v in partition.items() if k != "seed"})
+    spec.num_clients = int(partition["clients"])
 
 
 def _problem_environment(study: dict, key: str) -> dict[str, Any]:
@@ -367,12 +400,10 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
 
 def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
     """Checks that need the run and its environment: S ≤ N, the model fits the data and the algorithm."""
-    s = spec.hyperparameters.get("clients_per_round")
-    if s is not None and s > env["num_clients"]:
-        raise ConfigError(
-            f"{key}.clients_per_round",
-            f"{s} clients per round but the study has {env['num_clients']} clients",
-        )
+    for name in ("clients_per_round", "active_clients"):
+        s = spec.hyperparameters.get(name)
+        if s is not None and s > spec.num_clients:
+            raise ConfigError(f"{key}.{name}", f"{s}, but the run has {spec.num_clients} clients")
     if env["info"] is not None:
         info = env["info"]
         try:

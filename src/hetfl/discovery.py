@@ -1,8 +1,10 @@
 """Find the algorithms and problems of the package by walking its modules.
 
 A module declares what it provides with a module-level mapping, ``ALGORITHMS = {"fedavg": FedAvg}`` or
-``PROBLEMS = {"ffgg_quadratic": FFGGQuadratic}``; adding an algorithm is adding a module, and no
-registry file is edited (so adding one never changes the code fingerprint of the others' runs).
+``PROBLEMS = {"ffgg_quadratic": FFGGQuadratic}``, or a list of classes named by their ``name``
+attribute (``ALGORITHMS = [LocalSGDA, LocalSGDAGame]``: one name on two environments); adding an
+algorithm is adding a module, and no registry file is edited (so adding one never changes the code
+fingerprint of the others' runs).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ def declarations(package: str, attribute: str) -> tuple[tuple[str, type, str], .
     found = []
     for info in sorted(pkgutil.walk_packages(root.__path__, prefix=f"{package}."), key=lambda i: i.name):
         module = importlib.import_module(info.name)
-        found += [(name, cls, info.name) for name, cls in getattr(module, attribute, {}).items()]
+        declared = getattr(module, attribute, {})
+        pairs = declared.items() if isinstance(declared, dict) else ((cls.name, cls) for cls in declared)
+        found += [(name, cls, info.name) for name, cls in pairs]
     return tuple(sorted(found, key=lambda entry: (entry[0], entry[2])))
 
 

@@ -14,6 +14,12 @@ run that reports it) or a mapping::
         ylim: [0.86, 0.95]
         smooth: 20                               # moving average over evaluated rounds
         x: round                                 # or a metric, e.g. grad_evals: curves against it
+      - name: weights                            # kind heatmap: an N×N matrix recorded by the runs
+        kind: heatmap
+        runs: [a41_bin, a41_cont]                # one row of panels per run
+        artifact: alpha                          # the array in each run's artifacts.npz ([U, N, N])
+        at: [1, 10, 100]                         # rounds: the last matrix recorded in or before each
+        seed: 127                                # default: the smallest seed of the run
 
 Drawing uses matplotlib's Agg canvas directly (no pyplot state, no display needed).
 """
@@ -33,7 +39,8 @@ from matplotlib.lines import Line2D
 from hetfl.errors import ConfigError
 
 FIGURE_KEYS = ("name", "kind", "metrics", "runs", "labels", "title", "logy", "ylim", "smooth", "x")
-KINDS = ("lines",)  # what draw() can draw; "lines": metric curves (plot_figure)
+KINDS = ("heatmap", "lines")  # what draw() can draw: metric curves (plot_figure), matrices (plot_heatmap)
+HEATMAP_KEYS = ("name", "kind", "runs", "labels", "title", "artifact", "at", "seed")
 X_AXES = ("round",)  # or the name of any metric the study reports
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,99}")
 """A figure name is a file name: letters, digits and ``_ . = + -``, not starting with a dot."""
@@ -60,7 +67,43 @@ def _names(value: object, allowed: list[str], key: str, what: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def _heatmap(entry: dict, runs: list[str], key: str) -> dict:
+    """Normalize a ``kind: heatmap`` entry (keys ``HEATMAP_KEYS``)."""
+    unknown = sorted(set(entry) - set(HEATMAP_KEYS))
+    if unknown:
+        raise ConfigError(key, f"unknown key(s) {', '.join(unknown)} for kind heatmap", allowed=HEATMAP_KEYS)
+    fig = {"kind": "heatmap", "metrics": [], "runs": _names(entry.get("runs"), runs, f"{key}.runs", "run")}
+    fig["name"] = entry.get("name", f"heatmap-{'-'.join(fig['runs'])}")
+    if not isinstance(fig["name"], str) or not SAFE_NAME.fullmatch(fig["name"]):
+        raise ConfigError(f"{key}.name", f"{fig['name']!r} is not a safe file name")
+    labels = entry.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise ConfigError(f"{key}.labels", "expected a mapping run -> label")
+    if labels:
+        _names(list(labels), fig["runs"], f"{key}.labels", "run")
+    fig["labels"] = {str(k): v for k, v in labels.items()}
+    fig["title"] = str(entry.get("title", ""))
+    fig["artifact"] = entry.get("artifact", "alpha")
+    if not isinstance(fig["artifact"], str) or not fig["artifact"].isidentifier():
+        raise ConfigError(
+            f"{key}.artifact", f"expected the name of a recorded array, got {fig['artifact']!r}"
+        )
+    at = entry.get("at")
+    if not (
+        isinstance(at, list) and at and all(type(r) is int and r >= 0 for r in at) and at == sorted(set(at))
+    ):
+        raise ConfigError(f"{key}.at", f"expected a non-empty increasing list of rounds >= 0, got {at!r}")
+    fig["at"] = at
+    seed = entry.get("seed")
+    if seed is not None and (type(seed) is not int or seed < 0):
+        raise ConfigError(f"{key}.seed", f"expected a seed of the study (an integer >= 0), got {seed!r}")
+    fig["seed"] = seed
+    return fig
+
+
 def _figure(entry: dict, runs: list[str], metrics: list[str], key: str) -> dict:
+    if entry.get("kind") == "heatmap":
+        return _heatmap(entry, runs, key)
     unknown = sorted(set(entry) - set(FIGURE_KEYS))
     if unknown:
         raise ConfigError(key, f"unknown key(s) {', '.join(unknown)}", allowed=FIGURE_KEYS)
@@ -248,6 +291,7 @@ def plot_figure(
                 palette=palette,
                 estimator="mean",
                 errorbar="sd",
+                sort=False,  # rows are in round order: a curve against a metric keeps its trajectory
                 legend=False,
                 ax=ax,
             )
@@ -290,4 +334,96 @@ def draw(
     """
     if fig.get("kind", "lines") == "lines":
         return plot_figure(long, fig, out_png, out_pdf, title_prefix=title_prefix, status=status)
+    if fig["kind"] == "heatmap":
+        return plot_heatmap(fig, artifacts, out_png, out_pdf, title_prefix=title_prefix)
     raise ValueError(f"unknown figure kind {fig['kind']!r}")
+
+
+def heatmap_matrices(fig: dict, artifacts: dict[tuple[str, int], Path]) -> dict[str, tuple[int, list]]:
+    """The matrices a heatmap figure draws: run -> (seed, [(round, matrix [N, N], cluster [N] or None)]).
+
+    For each requested round r the matrix is the last one recorded in a round <= r (the weights in force
+    during round r; ``<artifact>_round`` gives each record's round, else records are rounds 1, 2, ...);
+    rounds before the first record take the first one.
+
+    Raises:
+        ValueError: a run has no artifacts for the seed, or its file lacks the array.
+    """
+    out = {}
+    for run in fig["runs"]:
+        seeds = sorted(seed for r, seed in artifacts if r == run)
+        seed = fig.get("seed") if fig.get("seed") is not None else (seeds[0] if seeds else None)
+        if seed not in seeds:
+            raise ValueError(f"figure {fig['name']!r}: no artifacts of run {run!r} for seed {seed}")
+        with np.load(artifacts[(run, seed)]) as data:
+            name = fig["artifact"]
+            if name not in data.files:
+                raise ValueError(
+                    f"figure {fig['name']!r}: run {run!r} recorded no {name!r} (it has: {', '.join(data.files)})"
+                )
+            stack = np.asarray(data[name], dtype=np.float64)
+            stack = stack[None] if stack.ndim == 2 else stack
+            rounds = data[f"{name}_round"] if f"{name}_round" in data.files else np.arange(1, len(stack) + 1)
+            cluster = data["cluster"] if "cluster" in data.files else None
+        picks = []
+        for r in fig["at"]:
+            index = max(int(np.searchsorted(rounds, r, side="right")) - 1, 0)
+            picks.append((r, stack[index], cluster))
+        out[run] = (seed, picks)
+    return out
+
+
+def plot_heatmap(
+    fig: dict,
+    artifacts: dict[tuple[str, int], Path],
+    out_png: str | Path,
+    out_pdf: str | Path | None = None,
+    title_prefix: str = "",
+) -> Figure:
+    """Draw recorded N×N matrices (e.g. All-for-one's α_ik) as heatmaps: a row of panels per run, one panel
+    per requested round; rows i (the client) and columns k, clients ordered by ground-truth cluster (then
+    index) when the run recorded ``cluster``, with the cluster boundaries drawn.
+
+    Args:
+        fig: a ``kind: heatmap`` figure from :func:`normalize_figures`.
+        artifacts: (run, seed) -> the run's ``artifacts.npz``.
+
+    Returns:
+        The matplotlib ``Figure`` (already saved).
+
+    Raises:
+        ValueError: see :func:`heatmap_matrices`.
+    """
+    matrices = heatmap_matrices(fig, artifacts)
+    rows, cols = len(matrices), len(fig["at"])
+    figure = Figure(figsize=(2.6 * cols + 0.8, 2.5 * rows + 0.6), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, cols, squeeze=False)
+    vmax = max(float(np.nanmax(np.abs(m))) for _, picks in matrices.values() for _, m, _ in picks) or 1.0
+    image = None
+    for row, (run, (seed, picks)) in zip(axes, matrices.items(), strict=True):
+        for ax, (r, matrix, cluster) in zip(row, picks, strict=True):
+            order = (
+                np.lexsort((np.arange(len(matrix)), cluster))
+                if cluster is not None
+                else np.arange(len(matrix))
+            )
+            image = ax.imshow(matrix[np.ix_(order, order)], vmin=0.0, vmax=vmax, cmap="viridis")
+            if cluster is not None:
+                for edge in np.flatnonzero(np.diff(cluster[order])) + 0.5:
+                    ax.axhline(edge, color="white", lw=0.8)
+                    ax.axvline(edge, color="white", lw=0.8)
+            ax.set_title(f"{fig['labels'].get(run, run)}, round {r}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        row[0].set_ylabel(f"client i (seed {seed})", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("collaborator k", fontsize=8)
+    figure.colorbar(image, ax=axes, shrink=0.8, label=fig["artifact"])
+    title = " ".join(t for t in (title_prefix, fig.get("title", "")) if t)
+    if title:
+        figure.suptitle(title)
+    for path in (out_png, out_pdf):
+        if path is not None:
+            figure.savefig(path, dpi=150)
+    return figure

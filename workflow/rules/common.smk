@@ -29,7 +29,9 @@ except ConfigError as err:
 STUDIES = SUITE.studies
 DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}  # the others: generated problems
 DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
-PARTITIONS = {(s.dataset_id, s.partition_id): s.partition for s in DATA_STUDIES.values()}
+PARTITIONS = {  # every partition a run uses (a run may override its study's)
+    (s.dataset_id, r.partition_id): r.partition for s in DATA_STUDIES.values() for r in s.runs.values()
+}
 ENV = "../envs/hetfl.yaml"
 DATA_CODE = fingerprint(["hetfl.data.registry"])
 PARTITION_CODE = fingerprint(["hetfl.data.partition", "hetfl.data.stats"])
@@ -44,9 +46,9 @@ wildcard_constraints:
     figure="[A-Za-z0-9_.=+-]+",
 
 
-def partition_dir(study, seed):
-    s = STUDIES[study]
-    return f"results/partitions/{s.dataset_id}/{s.partition_id}/seed={s.partition_seed(seed)}"
+def partition_dir(study, run, seed):
+    s, r = STUDIES[study], STUDIES[study].runs[run]
+    return f"results/partitions/{s.dataset_id}/{r.partition_id}/seed={r.partition_seed(seed)}"
 
 
 def run_dir(study, run, seed):
@@ -69,7 +71,7 @@ def get_train_input(wildcards):
         return inputs  # a generated problem: built inside the training job
     return {
         "data": f"results/data/{s.dataset_id}/data.npz",
-        "partition": f"{partition_dir(wildcards.study, int(wildcards.seed))}/clients.npz",
+        "partition": f"{partition_dir(wildcards.study, wildcards.run, int(wildcards.seed))}/clients.npz",
         **inputs,
     }
 
@@ -134,7 +136,7 @@ def final_outputs():
     for name in SUITE.selected:
         s = STUDIES[name]
         if s.dataset is not None:
-            out += [f"{partition_dir(name, seed)}/stats.png" for seed in s.seeds]
+            out += [f"{partition_dir(name, run, seed)}/stats.png" for run in s.runs for seed in s.seeds]
         out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md")]
         out += figure_files(name, "png") + figure_files(name, "pdf")
     return sorted(set(out))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hetfl.data import digits, mnist5k, synthetic, synthetic_lsr
+from hetfl.data import cifar10, digits, mnist5k, synthetic, synthetic_heart, synthetic_lsr
 from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_pixels
 from hetfl.errors import ConfigError
 from hetfl.ids import spec_id
@@ -137,7 +137,7 @@ def check_options(
 
 # Datasets provided by a module with ``NAME``, ``_options()``, ``info(spec)`` and ``generate(spec)``
 # (or ``load(spec, root)``): adding one is one module and one line here.
-_MODULES = {m.NAME: m for m in (synthetic_lsr,)}
+_MODULES = {m.NAME: m for m in (synthetic_lsr, synthetic_heart, cifar10)}
 DATASETS: tuple[str, ...] = tuple(
     sorted(("digits", "fashion_mnist", "mnist", "mnist5k", "synthetic", *_MODULES))
 )

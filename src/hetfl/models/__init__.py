@@ -6,6 +6,7 @@
 | ``linear`` | Linear(d, K), for regression or logistic regression | ``bias`` (true) |
 | ``dnn`` | Linear(d, hidden) → ReLU → Linear(hidden, K) | ``hidden`` (100) |
 | ``cnn`` | 2 × (conv → ReLU → maxpool) → Linear(hidden) → ReLU → Linear(K) | ``channels`` ([16, 32]), ``kernel`` (3), ``hidden`` (64) |
+| ``vgg11`` | VGG-11 (configuration A, no batch norm), classifier 512-512-K, for 32×32 images (CIFAR-10) | ``width`` (64) |
 
 Every model also takes ``split`` (``none``, ``input``, ``output``, ``adapter``: which parameters are
 personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4).
@@ -22,13 +23,15 @@ from hetfl.models.cnn import CNN
 from hetfl.models.dnn import DNN
 from hetfl.models.linear import Linear
 from hetfl.models.mlr import MLR
+from hetfl.models.vgg import VGG11
 
-MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "linear": Linear, "dnn": DNN, "cnn": CNN}
+MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "linear": Linear, "dnn": DNN, "cnn": CNN, "vgg11": VGG11}
 _OPTIONS: dict[str, dict[str, Any]] = {
     "mlr": {},
     "linear": {"bias": True},
     "dnn": {"hidden": 100},
     "cnn": {"channels": [16, 32], "kernel": 3, "hidden": 64},
+    "vgg11": {"width": 64},
 }
 
 __all__ = ["MODELS", "BatchedModel", "Params", "build_model", "normalize_model_spec"]

@@ -138,7 +138,10 @@ class GeneralizedSGDA:
     def learning_rates(self, t: int) -> tuple[float, float]:
         """(η^c_x, η^c_y) of round t (Tables 3-4)."""
         hp = self.hp
-        return (step_lr(hp.lr_x, t, hp.milestones, hp.lr_decay), step_lr(hp.lr_y, t, hp.milestones, hp.lr_decay))
+        return (
+            step_lr(hp.lr_x, t, hp.milestones, hp.lr_decay),
+            step_lr(hp.lr_y, t, hp.milestones, hp.lr_decay),
+        )
 
     def round(self, t: int, sampled: Tensor) -> None:
         """Communication round ``t`` (1-based) of Algorithm 1 with clients ``sampled [P]``."""

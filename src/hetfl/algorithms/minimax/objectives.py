@@ -28,7 +28,6 @@ from torch import Tensor
 from hetfl.algorithms.minimax.projections import project_ball, project_simplex
 from hetfl.engine.federation import Batch, ClientSplit, Federation
 from hetfl.engine.params import Params
-from hetfl.models import BatchedModel
 from hetfl.models.linalg import bmm
 from hetfl.models.mlp import MLP
 
@@ -125,7 +124,11 @@ class Robust(Objective):
         return project_ball(y, self.hp.radius)
 
     def grads(self, x, y, batch, x_hat):
-        if isinstance(self.model, MLP):
+        if (
+            isinstance(self.model, MLP)
+            and "fc1.bias" in x
+            and getattr(self.model, "split", "none") != "adapter"
+        ):
             return self._mlp_grads(x, y, batch, x_hat)
         leaves, y_leaf = _leaves(x), y.detach().requires_grad_(True)
         with torch.enable_grad():
@@ -271,8 +274,3 @@ class Standard(Objective):
 
 
 OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (Robust, Fair, Standard)}
-
-
-def uses_model(model: BatchedModel) -> str:
-    """Which gradient path the robust objective takes for ``model``: ``backward`` (MLP) or ``autograd``."""
-    return "backward" if isinstance(model, MLP) else "autograd"

@@ -30,6 +30,6 @@ def project_simplex(y: Tensor) -> Tensor:
     u = torch.sort(y, dim=1, descending=True).values
     css = u.cumsum(1) - 1.0
     j = torch.arange(1, y.shape[1] + 1, dtype=y.dtype, device=y.device)
-    rho = (u - css / j > 0).sum(1, keepdim=True)  # ≥ 1: the largest entry always qualifies
+    rho = (u - css / j > 0).sum(1, keepdim=True).clamp_min(1)  # ≥ 1 unless y holds NaN (then NaN out)
     theta = css.gather(1, rho - 1) / rho.to(y.dtype)
     return (y - theta).clamp_min(0.0)

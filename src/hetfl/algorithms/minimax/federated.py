@@ -1,0 +1,130 @@
+"""Generalized federated SGDA on client data: the model is x, the objective's y is extra state.
+
+The server holds x^(t) (the model, ``[1, ...]``) and y^(t) (``[1, ...]``: a perturbation or class
+weights); p_i = n_i/N (``client_weights: samples``, the paper's "relative sample size") or 1/n.
+Evaluation adds the objective's metrics (``objectives.METRICS``) to the clean ``{train,test}_{loss,acc}_global``
+of the global x, plus ``tau_eff`` (τ_eff of the last round, in steps), ``client_steps`` (local SGD
+steps so far, all clients) and ``rounds_to_target`` (the first evaluated round whose test accuracy
+reached ``target_acc``; NaN before, and without a target).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.minimax.common import GeneralizedSGDA, SGDAHyperparameters
+from hetfl.algorithms.minimax.local_work import LocalWork
+from hetfl.algorithms.minimax.objectives import METRICS, OBJECTIVES
+from hetfl.engine.params import Params
+from hetfl.errors import ConfigError
+from hetfl.metrics import metric_names
+
+RUN_METRICS = ("tau_eff", "client_steps", "rounds_to_target")
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedSGDAHyperparameters(SGDAHyperparameters):
+    """Adds, on client data: ``batch_size`` (32), ``client_weights`` p_i (``samples`` n_i/N |
+    ``uniform``), ``tau_unit`` (``epochs``: τ_i⌈n_i/B⌉ steps, the paper | ``steps``), ``objective``
+    (``robust`` | ``fair`` | ``standard``), ``radius`` r of the robust ℓ2 ball (1), ``fair_lambda`` λ
+    (0.1), ``attack_steps`` (20) and ``attack_lr`` (0.1, in units of r) of the robust-accuracy attack,
+    ``active_clients`` (null; n: only clients 0..n−1 form the federation, all of them every round;
+    Fig. 9's "n"), ``target_acc`` (null; for ``rounds_to_target``)."""
+
+    batch_size: int = 32
+    client_weights: Literal["samples", "uniform"] = "samples"
+    tau_unit: Literal["epochs", "steps"] = "epochs"
+    objective: Literal["robust", "fair", "standard"] = "robust"
+    radius: float = 1.0
+    fair_lambda: float = 0.1
+    attack_steps: int = 20
+    attack_lr: float = 0.1
+    active_clients: int | None = None
+    target_acc: float | None = None
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "batch_size", "radius", "attack_lr", "active_clients", "target_acc")
+        self._positive(key, "fair_lambda", "attack_steps", allow_zero=True)
+        if self.active_clients is not None and self.clients_per_round is not None:
+            raise ConfigError(
+                f"{key}.clients_per_round", "active_clients means all n active clients every round; set null"
+            )
+        if self.target_acc is not None and self.target_acc > 1:
+            raise ConfigError(f"{key}.target_acc", f"an accuracy in (0, 1], got {self.target_acc}")
+
+
+class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
+    """Base of the minimax algorithms on client data. State: ``x [1, ...]`` (model), ``y [1, ...]``.
+
+    Raises:
+        ConfigError: ``active_clients`` exceeds the federation's clients.
+    """
+
+    models = ("global",)
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        n = hp.active_clients or fed.num_clients
+        if n > fed.num_clients:
+            raise ConfigError("active_clients", f"{n} clients but the federation has {fed.num_clients}")
+        sizes = fed.train.sizes[:n]
+        self.used = torch.arange(n)
+        self.p = (
+            sizes.double() / sizes.sum()
+            if hp.client_weights == "samples"
+            else torch.full((n,), 1.0 / n, dtype=torch.float64)
+        )
+        unit = -(-sizes // hp.batch_size) if hp.tau_unit == "epochs" else torch.ones(n, dtype=torch.long)
+        self.work = LocalWork(unit, hp.tau_min, hp.tau_max, hp.tau_draw, hp.tau_redraw, self.rng)
+        self.objective = OBJECTIVES[hp.objective](fed, n, self.p, hp)
+        self.x = self.initial_model()
+        self.y = self.objective.init_y()
+        self.t = 0
+        self.reached: int | None = None
+
+    @classmethod
+    def metric_names(cls) -> list[str]:
+        return metric_names(cls.models) + list(METRICS) + list(RUN_METRICS)
+
+    def participants(self, sampled: Tensor) -> Tensor:
+        return self.used if self.hp.active_clients else sampled.cpu()
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        self.t = t
+        super().round(t, sampled)
+
+    def client_grads(self, x: Params, y: Tensor, clients: Tensor) -> tuple[Params, Tensor]:
+        batch = self.fed.batch(self.sampler, clients)  # ξ_i^(t,k): one minibatch for both gradients
+        x_hat = None
+        if self.plus:
+            x_hat = {k: v.expand(len(clients), *v.shape[1:]) for k, v in self.x_hat.items()}
+        return self.objective.grads(x, y, batch, x_hat)
+
+    def project(self, y: Tensor) -> Tensor:
+        return self.objective.project(y)
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"global": self.x}
+
+    def evaluate(self):
+        rows, client_rows = super().evaluate()
+        rows += self.objective.evaluate(self.x, self.y)
+        acc = dict(rows)["test_acc_global"]
+        if self.reached is None and self.hp.target_acc is not None and acc >= self.hp.target_acc:
+            self.reached = self.t
+        rows += [
+            ("tau_eff", self.tau_eff_last),
+            ("client_steps", float(self.client_steps)),
+            ("rounds_to_target", math.nan if self.reached is None else float(self.reached)),
+        ]
+        return rows, client_rows
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {**super().state_dict(), "global/y": self.y.detach().cpu()}
