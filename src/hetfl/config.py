@@ -67,6 +67,7 @@ class RunSpec:
     settings: dict[str, Any]
     partition: dict[str, Any] | None = None  # the study's, or the run's own (a partition override)
     partition_id: str | None = None
+    problem: dict[str, Any] | None = None  # the run's own problem options (a problem override), else None
     num_clients: int = 0
 
     def partition_seed(self, seed: int) -> int:
@@ -77,7 +78,7 @@ class RunSpec:
     def as_dict(self, study: Study) -> dict[str, Any]:
         """The fully resolved spec a training job receives (JSON-serializable)."""
         env = (
-            {"problem": study.problem}
+            {"problem": self.problem or study.problem}
             if study.problem
             else {"dataset": study.dataset, "partition": self.partition}
         )
@@ -285,9 +286,12 @@ def resolve_study(name: str, study: dict) -> Study:
     runs = {}
     for label, run in runs_cfg.items():
         run = _require_mapping(run, f"{key}.runs.{label}")
-        own = {k: v for k, v in run.items() if k != "partition"}
-        runs[label] = resolve_run(name, label, own, defaults, base, f"{key}.runs.{label}", environment, env["task"])
+        own = {k: v for k, v in run.items() if k not in ("partition", "problem")}
+        runs[label] = resolve_run(
+            name, label, own, defaults, base, f"{key}.runs.{label}", environment, env["task"]
+        )
         _set_partition(runs[label], env, run.get("partition"), seeds, f"{key}.runs.{label}.partition")
+        _set_problem(runs[label], env, run.get("problem"), f"{key}.runs.{label}.problem")
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
@@ -352,7 +356,11 @@ def _set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int
         spec.num_clients = env["num_clients"]
         return
     if own is None:
-        spec.partition, spec.partition_id, spec.num_clients = env["partition"], env["partition_id"], env["num_clients"]
+        spec.partition, spec.partition_id, spec.num_clients = (
+            env["partition"],
+            env["partition_id"],
+            env["num_clients"],
+        )
         return
     own = _require_mapping(own, key)
     same = own.get("scheme", env["partition"]["scheme"]) == env["partition"]["scheme"]
@@ -363,6 +371,23 @@ def _set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int
     spec.partition = partition
     spec.partition_id = partition_id({k: v for k, v in partition.items() if k != "seed"})
     spec.num_clients = int(partition["clients"])
+
+
+def _set_problem(spec: RunSpec, env: dict[str, Any], own: Any, key: str) -> None:
+    """The run's problem options merged over the study's (e.g. a ζ sweep in one study), when it has its own."""
+    if own is None:
+        return
+    if env["problem"] is None:
+        raise ConfigError(key, "a study on client data has no problem")
+    own = _require_mapping(own, key)
+    if own.get("name", env["problem"]["name"]) != env["problem"]["name"]:
+        raise ConfigError(
+            f"{key}.name",
+            "a run may change its problem's options, not the problem",
+            allowed=[env["problem"]["name"]],
+        )
+    spec.problem = normalize_problem_spec({**env["problem"], **own}, key)
+    spec.num_clients = problem_clients(spec.problem)
 
 
 def _problem_environment(study: dict, key: str) -> dict[str, Any]:

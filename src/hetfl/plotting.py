@@ -303,7 +303,7 @@ def plot_figure(
             ax.set_ylim(*fig["ylim"])
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=color, label=label) for label, color in palette.items()]
-    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
+    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 2 * len(fig["metrics"])), frameon=False)
     title = " ".join(t for t in (title_prefix, fig.get("title", "")) if t)
     if title:
         figure.suptitle(title)

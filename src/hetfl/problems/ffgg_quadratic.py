@@ -84,8 +84,9 @@ class FFGGQuadraticOptions(Options):
             raise ConfigError(f"{key}.n", f"n = {self.n} < d_w = {self.d_w}: B_mᵀB_m would be singular")
         if self.targets == "overpersonalized" and self.noise != 0:
             raise ConfigError(f"{key}.noise", "targets: overpersonalized needs noise: 0 (Assumption 2)")
-        if self.matrices == "independent" and (self.zeta != 0 or self.zeta_H is not None):
-            raise ConfigError(f"{key}.zeta", "ζ applies to matrices: zeta only")
+        for name in ("zeta", "zeta_H"):
+            if self.matrices == "independent" and getattr(self, name) not in (0, None):
+                raise ConfigError(f"{key}.{name}", "applies to matrices: zeta only")
 
 
 @dataclasses.dataclass
@@ -205,36 +206,33 @@ class FFGGQuadratic(Problem):
 
     # ---- the exact oracle (batched over clients) ---------------------------------------------
 
-    def _rows(self, t: Tensor, clients: Tensor | None) -> Tensor:
-        return t if clients is None else t.index_select(0, clients.to(t.device))
-
-    def grad_theta(self, theta: Tensor, w: Tensor, clients: Tensor | None = None) -> Tensor:
+    def grad_theta(self, theta: Tensor, w: Tensor, clients: Clients = None) -> Tensor:
         """∇_1 f_m(θ, w) = G_m θ + A_mᵀB_m w − g_m for each client.
 
         Args:
             theta: ``[d_θ]`` (shared) or ``[C, d_θ]``; w: ``[C, d_w]``.
-            clients: ``LongTensor[C]`` (None: all M, C = M).
+            clients: ``LongTensor[C]``, a ``slice`` of clients, or None (all M, C = M); see :func:`take`.
 
         Returns:
             ``[C, d_θ]``.
         """
-        G, AtB, g = (self._rows(t, clients) for t in (self.G, self.AtB, self.g))
+        G, AtB, g = (take(t, clients) for t in (self.G, self.AtB, self.g))
         return mv(G, theta) + mv(AtB, w) - g
 
-    def grad_w(self, theta: Tensor, w: Tensor, clients: Tensor | None = None) -> Tensor:
+    def grad_w(self, theta: Tensor, w: Tensor, clients: Clients = None) -> Tensor:
         """∇_2 f_m(θ, w) = B_mᵀB_m w + B_mᵀA_m θ − B_mᵀy_m; shapes as :meth:`grad_theta`, returns ``[C, d_w]``."""
-        BtB, BtA, Bty = (self._rows(t, clients) for t in (self.BtB, self.BtA, self.Bty))
+        BtB, BtA, Bty = (take(t, clients) for t in (self.BtB, self.BtA, self.Bty))
         return mv(BtB, w) + mv(BtA, theta) - Bty
 
-    def w_rhs(self, theta: Tensor, clients: Tensor | None = None) -> Tensor:
+    def w_rhs(self, theta: Tensor, clients: Clients = None) -> Tensor:
         """The right-hand side B_mᵀ(y_m − A_mθ) of the w-subproblem B_mᵀB_m w = B_mᵀ(y_m − A_mθ): ``[C, d_w]``."""
-        BtA, Bty = (self._rows(t, clients) for t in (self.BtA, self.Bty))
+        BtA, Bty = (take(t, clients) for t in (self.BtA, self.Bty))
         return Bty - mv(BtA, theta)
 
-    def w_star(self, theta: Tensor, clients: Tensor | None = None) -> Tensor:
+    def w_star(self, theta: Tensor, clients: Clients = None) -> Tensor:
         """w_m^*(θ) = (B_mᵀB_m)^{-1} B_mᵀ(y_m − A_mθ) (Example 1), by Cholesky: ``[C, d_w]``."""
         rhs = self.w_rhs(theta, clients)
-        return torch.cholesky_solve(rhs.unsqueeze(-1), self._rows(self._chol, clients)).squeeze(-1)
+        return torch.cholesky_solve(rhs.unsqueeze(-1), take(self._chol, clients)).squeeze(-1)
 
     def F_clients(self, theta: Tensor) -> Tensor:
         """F_m(θ) = ∇_1 f_m(θ, w_m^*(θ)) for every client: ``[M, d_θ]``."""
@@ -312,6 +310,19 @@ class FFGGQuadratic(Problem):
         top = torch.cat([f["G"], f["AtB"]], 2)
         Q = torch.cat([top, torch.cat([f["AtB"].transpose(1, 2), f["BtB"]], 2)], 1)
         return float(torch.linalg.eigvalsh(Q)[:, -1].max())
+
+
+Clients = Tensor | slice | None
+"""Which clients a batched call is about: ``LongTensor[C]``, a ``slice`` (a view, no copy), or None (all)."""
+
+
+def take(t: Tensor, clients: Clients) -> Tensor:
+    """Rows of ``t [M, ...]`` for ``clients`` (see :data:`Clients`): ``[C, ...]``."""
+    if clients is None:
+        return t
+    if isinstance(clients, slice):
+        return t[clients]
+    return t.index_select(0, clients.to(t.device))
 
 
 def mv(mats: Tensor, x: Tensor) -> Tensor:
