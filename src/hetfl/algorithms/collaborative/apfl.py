@@ -1,0 +1,105 @@
+"""APFL: adaptive personalized federated learning.
+
+Deng, Kamani, Mahdavi, "Adaptive Personalized Federated Learning", 2020, Algorithm 1
+(https://arxiv.org/abs/2003.13461), as a baseline of Philippenko et al., arXiv:2507.06844, 2025 (spec §1.9.7;
+the paper's final code is not public: [I]). Each client k keeps a local copy w_k of the global model and a
+local model v_k; its personalized model is the mixture v̄_k = α v_k + (1 − α) w_k. Round t, from w_k = w^t,
+for I iterations with one minibatch B_k each (both gradients at the current points, Algorithm 1):
+
+    w_k ← w_k − η ∇f_k(w_k; B_k)
+    v_k ← v_k − η α ∇f_k(v̄_k; B_k)                      (∇_v f_k(α v + (1−α) w) = α ∇f_k(v̄))
+    (adaptive) α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k; B_k)⟩, 0, 1)     (APFL Eq. 10)
+    server: w^{t+1} = Σ_k p_k w_k
+
+Both model updates go through the client's SGD (momentum, weight decay, StepLR). ``mix_alpha`` α = 0.25
+fixed by default (spec: "a = 0.25 fixed, or adaptive"); ``adaptive: true`` with ``mix_lr`` η_α. Evaluated:
+``personal`` = α v_k + (1 − α) w^{t+1} (the mixture with the new global model), ``global`` = w.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+
+from hetfl.algorithms.collaborative.common import (
+    ClientSGD,
+    CollaborativeAlgorithm,
+    CollaborativeHyperparameters,
+    flatten,
+    stack_batch,
+)
+from hetfl.engine.grad import client_grads
+from hetfl.engine.params import Params, broadcast
+from hetfl.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class APFLHyperparameters(CollaborativeHyperparameters):
+    """``mix_alpha`` α ∈ [0, 1] (0.25), ``adaptive`` (false), ``mix_lr`` η_α (0.01), ``client_weights``."""
+
+    mix_alpha: float = 0.25
+    adaptive: bool = False
+    mix_lr: float = 0.01
+    client_weights: Literal["uniform", "samples"] = "uniform"
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if not 0.0 <= self.mix_alpha <= 1.0:
+            raise ConfigError(f"{key}.mix_alpha", f"must lie in [0, 1], got {self.mix_alpha}")
+        self._positive(key, "mix_lr")
+
+
+class APFL(CollaborativeAlgorithm):
+    """APFL. State: ``w [1, ...]``, ``local [N, ...]`` (w_k), ``v [N, ...]``, ``mix [N]`` (α_k)."""
+
+    name = "apfl"
+    Hyperparameters = APFLHyperparameters
+    models = ("global", "personal")
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.w = self.initial_model()
+        self.local = broadcast(self.w, fed.num_clients)
+        self.v = broadcast(self.w, fed.num_clients)
+        self.mix = torch.full((fed.num_clients,), hp.mix_alpha, dtype=fed.dtype, device=fed.device)
+        self.opt_w, self.opt_v = ClientSGD(hp, self.local), ClientSGD(hp, self.v)
+        self.clients = fed.all_clients()
+
+    def _mixture(self, w: Params) -> Params:
+        """v̄_k = α_k v_k + (1 − α_k) w (``w`` of shape [N, ...] or [1, ...])."""
+        return {k: _rows(self.mix, v) * v + (1 - _rows(self.mix, v)) * w[k] for k, v in self.v.items()}
+
+    def round(self, t, sampled) -> None:
+        with torch.no_grad():
+            for k, v in self.local.items():
+                v.copy_(self.w[k].expand_as(v))  # w_k ← w^t
+        super().round(t, sampled)
+        self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
+
+    def step(self, t: int) -> None:
+        n = self.fed.num_clients
+        batch = self.fed.batch(self.sampler, self.clients)
+        mixed = self._mixture(self.local)  # v̄_k = α v_k + (1 − α) w_k
+        both = {k: torch.cat([self.local[k], mixed[k]]) for k in self.v}
+        _, grads = client_grads(self.fed.model, both, stack_batch(batch, 2))
+        g_w = {k: g[:n] for k, g in grads.items()}
+        g_bar = {k: g[n:] for k, g in grads.items()}  # ∇f_k(v̄_k; B_k)
+        g_v = {k: g * _rows(self.mix, g) for k, g in g_bar.items()}  # ∇_v f_k(v̄_k) = α_k ∇f_k(v̄_k)
+        if self.hp.adaptive:  # α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k)⟩, 0, 1), after its use
+            diff = flatten(self.v) - flatten(self.local)
+            self.mix = (self.mix - self.hp.mix_lr * (diff * flatten(g_bar)).sum(1)).clamp_(0.0, 1.0)
+        self.opt_w.step(self.local, g_w, t)  # w_k ← w_k − η ∇f_k(w_k; B_k)
+        self.opt_v.step(self.v, g_v, t)  # v_k ← v_k − η α ∇f_k(v̄_k; B_k)
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"global": self.w, "personal": self._mixture(self.w)}
+
+
+def _rows(values, like):
+    """``values [N]`` viewed to broadcast over ``like [N, ...]``."""
+    return values.view(-1, *([1] * (like.dim() - 1)))
+
+
+ALGORITHMS = {"apfl": APFL}

@@ -1,0 +1,83 @@
+"""Ditto: fair and robust federated learning through personalization.
+
+Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through Personalization", ICML 2021,
+Algorithm 1 (https://arxiv.org/abs/2012.04221), as a baseline of Philippenko et al., arXiv:2507.06844, 2025
+(spec §1.9.4; the paper's final code is not public, so the choices below are marked [I] in the spec):
+
+    round t: every client k, from w_k = w^t, for I iterations with one minibatch B_k each:
+        w_k ← w_k − η ∇f_k(w_k; B_k)                              (the global objective, FedAvg's local solver)
+        v_k ← v_k − η (∇f_k(v_k; B_k) + λ (v_k − w^t))            (the personal objective, regularized to w^t)
+    server: w^{t+1} = Σ_k p_k w_k  (p = 1/N, ``client_weights: uniform``, the work-in-progress code)
+
+Both updates go through the client's SGD (momentum, weight decay, StepLR; one optimizer state per model,
+kept across rounds). ``lam`` λ = 1 ([C]). The regularization uses the global model of the round start w^t
+(Ditto's Algorithm 1; the work-in-progress code used the client's locally updated copy). Evaluated:
+``personal`` = v_k, ``global`` = w.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+
+from hetfl.algorithms.collaborative.common import (
+    ClientSGD,
+    CollaborativeAlgorithm,
+    CollaborativeHyperparameters,
+    stack_batch,
+)
+from hetfl.engine.grad import client_grads
+from hetfl.engine.params import Params, broadcast
+
+
+@dataclasses.dataclass(frozen=True)
+class DittoHyperparameters(CollaborativeHyperparameters):
+    """``lam`` λ ≥ 0 (1.0), ``client_weights`` (uniform | samples) and the shared setting."""
+
+    lam: float = 1.0
+    client_weights: Literal["uniform", "samples"] = "uniform"
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "lam", allow_zero=True)
+
+
+class Ditto(CollaborativeAlgorithm):
+    """Ditto. State: ``w [1, ...]`` (global), ``local [N, ...]`` (w_k), ``v [N, ...]`` (personal)."""
+
+    name = "ditto"
+    Hyperparameters = DittoHyperparameters
+    models = ("global", "personal")
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.w = self.initial_model()
+        self.local = broadcast(self.w, fed.num_clients)
+        self.v = broadcast(self.w, fed.num_clients)
+        self.opt_w, self.opt_v = ClientSGD(hp, self.local), ClientSGD(hp, self.v)
+        self.clients = fed.all_clients()
+
+    def round(self, t, sampled) -> None:
+        with torch.no_grad():
+            for k, v in self.local.items():
+                v.copy_(self.w[k].expand_as(v))  # w_k ← w^t
+        super().round(t, sampled)
+        self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
+
+    def step(self, t: int) -> None:
+        n = self.fed.num_clients
+        batch = self.fed.batch(self.sampler, self.clients)
+        both = {k: torch.cat([self.local[k], self.v[k]]) for k in self.v}  # [2N, ...]: w_k then v_k, one call
+        _, grads = client_grads(self.fed.model, both, stack_batch(batch, 2))
+        g_w = {k: g[:n] for k, g in grads.items()}
+        g_v = {k: g[n:].add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in grads.items()}
+        self.opt_w.step(self.local, g_w, t)  # w_k ← w_k − η ∇f_k(w_k; B_k)
+        self.opt_v.step(self.v, g_v, t)  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"global": self.w, "personal": self.v}
+
+
+ALGORITHMS = {"ditto": Ditto}

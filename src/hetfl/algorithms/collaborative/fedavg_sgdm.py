@@ -1,0 +1,70 @@
+"""FedAvg with the client optimizer of the All-for-one experiments (SGD, momentum, weight decay, StepLR).
+
+McMahan et al., AISTATS 2017, as run by Philippenko et al., arXiv:2507.06844, 2025 (spec §1.9.2, the code's
+``fedavg_training``): each epoch every client starts from the global model w, runs I = ``local_steps`` steps
+of its own ``torch.optim.SGD`` (its momentum buffer is kept across rounds, as each client keeps its optimizer
+in the code), and the server averages w ← Σ_i p_i θ_i, p_i = n_i / Σ_j n_j (``client_weights: samples``,
+the default here as in the code) or 1/N (``uniform``). Every client is evaluated with w. With ``momentum: 0``,
+no weight decay or scheduler and the same ``client_weights``, it equals the shared ``fedavg`` with all
+clients and ``local_steps`` = I.
+
+Its collaboration matrix (recorded once, for the weight figures): every row is p.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+
+from hetfl.algorithms.collaborative.common import (
+    ClientSGD,
+    CollaborativeAlgorithm,
+    CollaborativeHyperparameters,
+)
+from hetfl.engine.grad import client_grads
+from hetfl.engine.params import Params, broadcast
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgSGDMHyperparameters(CollaborativeHyperparameters):
+    """``client_weights`` (``samples`` n_i/Σn_j, the code; ``uniform`` 1/N) and the shared setting."""
+
+    client_weights: Literal["uniform", "samples"] = "samples"
+
+
+class FedAvgSGDM(CollaborativeAlgorithm):
+    """FedAvg with per-client SGD state. State: ``w [1, ...]``, ``theta [N, ...]`` (last local models)."""
+
+    name = "fedavg_sgdm"
+    Hyperparameters = FedAvgSGDMHyperparameters
+    models = ("global", "personal")
+    weighted = True
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.w = self.initial_model()
+        self.theta = broadcast(self.w, fed.num_clients)
+        self.opt = ClientSGD(hp, self.theta)
+        self.clients = fed.all_clients()
+        p = self.aggregation_weights(self.clients)
+        p = torch.full((fed.num_clients,), 1.0 / fed.num_clients, dtype=torch.float64) if p is None else p
+        self.record(p.unsqueeze(0).expand(fed.num_clients, -1).clone())
+
+    def round(self, t, sampled) -> None:
+        with torch.no_grad():
+            for k, v in self.theta.items():
+                v.copy_(self.w[k].expand_as(v))  # θ_i ← w (momentum buffers kept)
+        super().round(t, sampled)  # I local steps
+        self.w = self.aggregate(self.theta, self.clients)  # w ← Σ_i p_i θ_i
+
+    def step(self, t: int) -> None:
+        _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
+        self.opt.step(self.theta, grads, t)
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"global": self.w, "personal": self.w}
+
+
+ALGORITHMS = {"fedavg_sgdm": FedAvgSGDM}

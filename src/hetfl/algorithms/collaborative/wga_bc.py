@@ -1,0 +1,97 @@
+"""WGA-BC: weighted gradient averaging with bias correction.
+
+Chayti, Karimireddy, Stich, Flammarion, Jaggi, "Linear Speedup in Personalized Collaborative Learning", 2021
+(https://arxiv.org/abs/2111.05968), the bias-correction method, as a baseline of Philippenko et al.,
+arXiv:2507.06844, 2025 (spec §1.9.6; no code of it was seen: [I]). Every iteration, client i receives from
+every client k a stochastic gradient at θ_i on k's data (the N² gradients of All-for-one) and steps with
+
+    d_i   = Σ_{k≠i} w (g_k(θ_i) − g_i(θ_i))                   (the observed gradient differences, weighted)
+    θ_i  ← θ_i − η (g_i(θ_i) + d_i − c_i)                       (pseudo-gradient, bias-corrected)
+    c_i  ← (1 − β) c_i + β d_i                                  (bias estimate from past differences)
+
+where c_i = Σ_{k≠i} w c_ik, c_ik the exponential moving average of g_k(θ_i) − g_i(θ_i) (linear, so only the
+weighted sum is kept); the step uses the estimate from past iterations ("uses the past observed gradients"),
+then updates it. g_i(θ_i) is computed on the same batch in both places. Defaults: uniform w = 1/N
+(``weight``; null), EMA rate β = 0.1 (``beta``). The pseudo-gradient goes through the client's SGD.
+
+Its collaboration matrix (recorded once): α_ii = 1 − (N − 1) w, α_ik = w, the weights of the gradients
+in the pseudo-gradient before bias correction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from hetfl.algorithms.collaborative.common import (
+    ClientSGD,
+    CollaborativeAlgorithm,
+    CollaborativeHyperparameters,
+    PairSampler,
+    flatten,
+    pair_batch,
+    unflatten,
+    weighted_grads,
+)
+from hetfl.engine.federation import Batch
+from hetfl.engine.grad import client_grads
+from hetfl.engine.params import Params, broadcast
+from hetfl.engine.rng import generator
+from hetfl.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class WGABCHyperparameters(CollaborativeHyperparameters):
+    """``weight`` w of each other client (null = 1/N), ``beta`` β ∈ (0, 1] (0.1), and the shared setting."""
+
+    weight: float | None = None
+    beta: float = 0.1
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        self._positive(key, "weight", allow_zero=True)
+        if not 0.0 < self.beta <= 1.0:
+            raise ConfigError(f"{key}.beta", f"must lie in (0, 1], got {self.beta}")
+
+
+class WGABC(CollaborativeAlgorithm):
+    """WGA-BC. State: ``theta [N, ...]``, ``c [N, D]`` (flat bias estimates)."""
+
+    name = "wga_bc"
+    Hyperparameters = WGABCHyperparameters
+    weighted = True
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        n = fed.num_clients
+        self.theta = broadcast(self.initial_model(), n)
+        self.opt = ClientSGD(hp, self.theta)
+        self.pair_sampler = PairSampler(fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling)
+        self.w = hp.weight if hp.weight is not None else 1.0 / n
+        self.c = torch.zeros_like(flatten(self.theta))
+        off = torch.full((n, n), self.w, dtype=torch.float64)
+        self.diff_weights = off.fill_diagonal_(-self.w * (n - 1))  # d_i = Σ_k a_ik g_k(θ_i), a_ii = −(N−1)w
+        self.record(off.clone().fill_diagonal_(1.0 - self.w * (n - 1)) if n > 1 else torch.ones(1, 1))
+
+    def step(self, t: int) -> None:
+        n, fed = self.fed.num_clients, self.fed
+        batch = pair_batch(fed, self.pair_sampler, torch.arange(n * n))  # B_ik for all pairs
+        b = batch.x.shape[1]
+        maskf = batch.mask.to(torch.float64)
+        weight = self.diff_weights.reshape(-1, 1).to(maskf.device) * maskf / maskf.sum(1, keepdim=True)
+        x = batch.x.reshape(n, n * b, *batch.x.shape[2:])  # row i: the batches of pairs (i, 0..N−1)
+        y = batch.y.reshape(n, n * b, *batch.y.shape[2:])
+        d = flatten(weighted_grads(fed.model, self.theta, x, y, weight.reshape(n, n * b)))  # d_i
+        own = torch.arange(n) * (n + 1)  # pairs (i, i)
+        own_batch = Batch(batch.x[own], batch.y[own], batch.mask[own], full=bool(batch.mask[own].all()))
+        _, g_own = client_grads(fed.model, self.theta, own_batch)  # g_i(θ_i)
+        pseudo = flatten(g_own) + d - self.c  # g_i + d_i − c_i
+        self.c.mul_(1.0 - self.hp.beta).add_(d, alpha=self.hp.beta)  # c_i ← (1 − β) c_i + β d_i
+        self.opt.step(self.theta, unflatten(pseudo, self.theta), t)
+
+    def eval_models(self) -> dict[str, Params]:
+        return {"personal": self.theta}
+
+
+ALGORITHMS = {"wga_bc": WGABC}

@@ -1,0 +1,41 @@
+"""FedAvg with per-client ``torch.optim.SGD`` (momentum buffers kept across rounds), sequential reference."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from hetfl.engine.federation import Federation
+from hetfl.reference.collaborative import ClientOptimizer, grads, load
+from hetfl.reference.common import (
+    client_data,
+    initial_state,
+    make_module,
+    mean_states,
+    minibatch,
+    sample_weights,
+    sampler_for,
+    state_of,
+)
+
+
+def fedavg_sgdm(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
+    """Yield, after each round, ``{"global": w}``."""
+    n = fed.num_clients
+    data = client_data(fed)
+    sampler = sampler_for(fed, hp.batch_size, seed, sampling)
+    w = initial_state(fed, seed)
+    modules = [make_module(fed, w) for _ in range(n)]
+    opts = [ClientOptimizer(m, hp) for m in modules]
+    for _ in schedule:
+        for m in modules:
+            load(m, w)
+        for _ in range(hp.local_steps):
+            draw = sampler.next(fed.all_clients())
+            for i in range(n):
+                opts[i].step(grads(modules[i], minibatch(data[i], draw, i)))
+        for o in opts:
+            o.end_epoch()
+        w = mean_states(
+            [state_of(m) for m in modules], sample_weights(fed, list(range(n)), hp.client_weights)
+        )
+        yield {"global": w}
