@@ -136,12 +136,17 @@ class Study:
         return canonical_json(self.runs[label].as_dict(self))
 
 
+TOP_LEVEL_KEYS = ("select", "studies", "checkpoint")
+CHECKPOINT_DEFAULTS = {"every_rounds": None, "every_seconds": 300}
+
+
 @dataclass
 class Suite:
     """All studies of the config, and the selected ones (``select``, default: all)."""
 
     studies: dict[str, Study]
     selected: list[str]
+    checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
 
 
 def _require_mapping(value: Any, key: str) -> dict:
@@ -474,8 +479,8 @@ def build_suite(config: dict) -> Suite:
     if not studies_cfg:
         raise ConfigError("studies", "the config declares no study")
     for k in config:
-        if k not in ("studies", "select"):
-            raise ConfigError(k, "unknown top-level key", allowed=("select", "studies"))
+        if k not in TOP_LEVEL_KEYS:
+            raise ConfigError(k, "unknown top-level key", allowed=TOP_LEVEL_KEYS)
     studies = {name: resolve_study(name, study) for name, study in studies_cfg.items()}
     select = config.get("select") or list(studies)
     if isinstance(select, str):
@@ -483,7 +488,29 @@ def build_suite(config: dict) -> Suite:
     for name in select:
         if name not in studies:
             raise ConfigError("select", f"unknown study '{name}'", allowed=studies)
-    return Suite(studies, list(select))
+    return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")))
+
+
+def resolve_checkpoint(value: Any) -> dict[str, Any]:
+    """The top-level ``checkpoint`` settings, defaults filled in (``CHECKPOINT_DEFAULTS``).
+
+    ``every_rounds``: save after every this many rounds (null: not by rounds); ``every_seconds``: save
+    at the first round end at least this many wall seconds after the last save (0: not by time).
+    Changing them never reruns a job (they are not part of a run's spec).
+
+    Raises:
+        ConfigError: unknown key or bad value, naming ``checkpoint.<key>``.
+    """
+    cfg = dict(CHECKPOINT_DEFAULTS)
+    for k, v in _require_mapping(value if value is not None else {}, "checkpoint").items():
+        if k not in CHECKPOINT_DEFAULTS:
+            raise ConfigError(f"checkpoint.{k}", "unknown key", allowed=CHECKPOINT_DEFAULTS)
+        if k == "every_rounds" and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError("checkpoint.every_rounds", f"expected an integer >= 1 or null, got {v!r}")
+        if k == "every_seconds" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            raise ConfigError("checkpoint.every_seconds", f"expected a number of seconds >= 0, got {v!r}")
+        cfg[k] = v
+    return cfg
 
 
 def train_fingerprint(algorithm: str, problem: str | None = None) -> str:

@@ -22,13 +22,26 @@ class MetricsWriter:
     Args:
         path: the pooled metrics file (truncated when opened).
         client_path: the per-client metrics file (truncated when opened).
+        resume: the two files' bytes from a checkpoint (``snapshot``), written first in place of the
+            headers; None for a fresh run.
     """
 
-    def __init__(self, path: Path | str, client_path: Path | str):
+    def __init__(self, path: Path | str, client_path: Path | str, resume: tuple[bytes, bytes] | None = None):
+        self.paths = (Path(path), Path(client_path))
         self._pooled = open(path, "w", newline="")  # noqa: SIM115 - closed in close()
         self._clients = open(client_path, "w", newline="")  # noqa: SIM115
-        self._pooled.write("round,metric,value\n")
-        self._clients.write("round,client,metric,value\n")
+        if resume is None:
+            self._pooled.write("round,metric,value\n")
+            self._clients.write("round,client,metric,value\n")
+        else:
+            self._pooled.write(resume[0].decode())
+            self._clients.write(resume[1].decode())
+        self._pooled.flush()
+        self._clients.flush()
+
+    def snapshot(self) -> tuple[bytes, bytes]:
+        """The bytes written so far to the pooled and the per-client file (for a checkpoint)."""
+        return self.paths[0].read_bytes(), self.paths[1].read_bytes()
 
     def write(self, t: int, rows: list[tuple[str, float]], client_rows: list[tuple[int, str, float]]) -> None:
         """Write round ``t``'s rows and flush."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import platform
 import sys
 import time
@@ -26,12 +27,42 @@ from tqdm import tqdm
 from hetfl.algorithms import get_algorithm
 from hetfl.data.dataset import Dataset
 from hetfl.data.partition import Partition
+from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
 from hetfl.models import build_model
 from hetfl.problems import build_problem
 from hetfl.records import MetricsWriter, write_json
+
+
+@dataclass
+class Checkpointing:
+    """Where and when a run saves checkpoints (``hetfl.engine.checkpoint``).
+
+    Attributes:
+        path: the checkpoint file; resumed from when it exists and belongs to this run.
+        key: identifies the run (``run_key``): a checkpoint with another key is ignored.
+        every_rounds: save after every this many rounds (None: not by rounds).
+        every_seconds: save at the first round end at least this many wall seconds after the last
+            save (0: not by time).
+    """
+
+    path: Path
+    key: str
+    every_rounds: int | None = None
+    every_seconds: float = 300.0
+
+    def due(self, t: int, since_last_s: float) -> bool:
+        """Whether to save after round ``t``, ``since_last_s`` seconds after the last save."""
+        by_rounds = self.every_rounds is not None and t % self.every_rounds == 0
+        return by_rounds or (self.every_seconds > 0 and since_last_s >= self.every_seconds)
+
+
+def run_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
+    """A checkpoint key: SHA-256 of the resolved run spec, the seed and the code fingerprint."""
+    blob = json.dumps([spec, int(seed), code], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass
@@ -105,6 +136,7 @@ def train(
     threads: int = 1,
     log: IO[str] | None = None,
     init: Path | str | None = None,
+    checkpoint: Checkpointing | None = None,
 ) -> dict[str, Any]:
     """Train one (study, run, seed) and write its outputs.
 
@@ -116,6 +148,9 @@ def train(
         threads: torch intra-op threads (the job's ``threads:``).
         log: progress-bar stream (the job's log file); stderr when None.
         init: the ``final.pt`` of the run named by ``init_from`` (its global model is the start), or None.
+        checkpoint: save the run's state as it trains and resume from a saved state of the same
+            run (after a kill: the outputs end up byte-identical to an uninterrupted run's); None:
+            no checkpoints. The file is removed when the run ends.
 
     Returns:
         The run record written to ``outputs.info`` (status ``ok`` or ``diverged``).
@@ -123,13 +158,20 @@ def train(
     threads = max(1, int(threads))
     torch.set_num_threads(threads)
     with threadpool_limits(limits=threads):  # numpy's BLAS too (hetfl.models.linalg)
-        return _train(spec, seed, data, partition, outputs, log, init)
+        return _train(spec, seed, data, partition, outputs, log, init, checkpoint)
 
 
-def _train(spec, seed, data, partition, outputs, log, init):
+def _train(spec, seed, data, partition, outputs, log, init, checkpoint):
     device = pick_device(spec["device"])
     start = time.perf_counter()
     env, algorithm = build(spec, seed, data, partition, device, init)
+    resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
+    before_s = 0.0 if resumed is None else resumed.elapsed_s
+    if resumed is not None:
+        print(
+            f"resuming from the checkpoint after round {resumed.round}: {checkpoint.path}",
+            file=log or sys.stderr,
+        )
     schedule = participation_schedule(env.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -140,10 +182,31 @@ def _train(spec, seed, data, partition, outputs, log, init):
         mininterval=5.0,
         ascii=True,
         dynamic_ncols=False,
+        initial=0 if resumed is None else resumed.round,
     )
-    with MetricsWriter(outputs.metrics, outputs.client_metrics) as writer:
+    last_save = [time.perf_counter()]
+    with MetricsWriter(
+        outputs.metrics,
+        outputs.client_metrics,
+        None if resumed is None else (resumed.metrics, resumed.client_metrics),
+    ) as writer:
+
+        def on_round(t: int) -> None:
+            bar.update(1)
+            now = time.perf_counter()
+            if checkpoint is not None and t < spec["rounds"] and checkpoint.due(t, now - last_save[0]):
+                save_checkpoint(
+                    checkpoint.path, checkpoint.key, algorithm, t, *writer.snapshot(), before_s + now - start
+                )
+                last_save[0] = time.perf_counter()
+
         outcome = run_rounds(
-            algorithm, schedule, spec["eval_every"], writer.write, on_round=lambda t: bar.update(1)
+            algorithm,
+            schedule,
+            spec["eval_every"],
+            writer.write,
+            on_round=on_round,
+            start_round=0 if resumed is None else resumed.round,
         )
     bar.close()
     torch.save(algorithm.state_dict(), outputs.model)
@@ -157,7 +220,8 @@ def _train(spec, seed, data, partition, outputs, log, init):
         "status": outcome.status,
         "diverged_round": outcome.diverged_round,
         "rounds_done": outcome.rounds_done,
-        "wall_time_s": round(time.perf_counter() - start, 3),
+        "wall_time_s": round(before_s + time.perf_counter() - start, 3),
+        "resumed_from_round": None if resumed is None else resumed.round,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
         "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
@@ -170,4 +234,6 @@ def _train(spec, seed, data, partition, outputs, log, init):
         "spec": spec,
     }
     write_json(outputs.info, info)
+    if checkpoint is not None:
+        checkpoint.path.unlink(missing_ok=True)
     return info
