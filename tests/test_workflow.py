@@ -84,7 +84,15 @@ def test_one_command_produces_every_output(repo):
         for run in STUDY["runs"]:
             files = {p.name for p in (repo / f"results/runs/tiny/{run}/seed={seed}").iterdir()}
             assert files == {"metrics.csv", "metrics_clients.csv", "run.json", "final.pt", "artifacts.npz"}
-    for name in ("metrics.csv", "summary.csv", "summary.md", "claims.csv", "claims.md"):
+    for name in (
+        "metrics.csv",
+        "summary.csv",
+        "summary.md",
+        "claims.csv",
+        "claims.md",
+        "summary.html",
+        "claims.html",
+    ):
         assert (repo / "results/tables/tiny" / name).stat().st_size > 0
     for fig in ("test_acc_personal", "losses"):
         for ext in ("png", "pdf"):
@@ -99,7 +107,9 @@ def test_a_run_starts_from_another_runs_final_model(repo):
         final = source[(source["round"] == 4) & (source["metric"] == "test_acc_global")]["value"].item()
         start = stage2[(stage2["round"] == 0) & (stage2["metric"] == "test_acc_global")]["value"].item()
         assert start == final
-    assert json.loads((repo / "results/runs/tiny/fedavg_ft/seed=0/run.json").read_text())["spec"]["rounds"] == 2
+    assert (
+        json.loads((repo / "results/runs/tiny/fedavg_ft/seed=0/run.json").read_text())["spec"]["rounds"] == 2
+    )
 
 
 def test_diverged_run_is_recorded_and_the_rest_completes(repo):
@@ -122,7 +132,9 @@ def test_changing_one_hyperparameter_plans_exactly_that_run(repo):
     trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
     assert trains == [("pfedme", "0"), ("pfedme", "1")]
     rules = sorted(rule for rule, _ in jobs)
-    assert rules == sorted(["train", "train", "aggregate", "claims", "figure", "figure", "all"])
+    assert rules == sorted(
+        ["train", "train", "aggregate", "claims", "figure", "figure", "report_tables", "all"]
+    )
 
 
 def test_editing_an_algorithm_reruns_its_runs_only(repo):

@@ -259,20 +259,10 @@ def _cell(row: pd.Series) -> str:
     return f"{text} ({_num(row['best_mean'])})"
 
 
-def summary_markdown(
+def summary_table(
     summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
-) -> str:
-    """A Markdown table of a summary: runs as rows, ``metrics`` as columns.
-
-    Cells read ``final mean ± std (best)`` over seeds; a run with diverged seeds is marked ``†``
-    with ``k/n diverged`` in its seeds column. ``paper`` ({run: {metric: value}}, the paper's
-    reported numbers, in whatever units the paper used) adds a ``metric (paper)`` column beside
-    each metric it mentions.
-
-    Args:
-        summary: as returned by :func:`summarize`.
-        metrics: the columns, in order (default: every metric of the summary, sorted).
-        paper: optional reference numbers.
+) -> tuple[pd.DataFrame, str]:
+    """The table of :func:`summary_markdown` as a DataFrame of strings, and its note (one line).
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -304,4 +294,26 @@ def summary_markdown(
     notes = "Cells: final mean ± std over seeds (std ddof=1), best over rounds in parentheses."
     if runs["n_diverged"].any():
         notes += " † some seeds diverged; statistics are over the seeds that finished."
+    return table, notes
+
+
+def summary_markdown(
+    summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
+) -> str:
+    """A Markdown table of a summary: runs as rows, ``metrics`` as columns.
+
+    Cells read ``final mean ± std (best)`` over seeds; a run with diverged seeds is marked ``†``
+    with ``k/n diverged`` in its seeds column. ``paper`` ({run: {metric: value}}, the paper's
+    reported numbers, in whatever units the paper used) adds a ``metric (paper)`` column beside
+    each metric it mentions.
+
+    Args:
+        summary: as returned by :func:`summarize`.
+        metrics: the columns, in order (default: every metric of the summary, sorted).
+        paper: optional reference numbers.
+
+    Raises:
+        ConfigError: a requested metric is not in the summary (key ``metrics``).
+    """
+    table, notes = summary_table(summary, metrics, paper)
     return table.to_markdown(index=False) + "\n\n" + notes + "\n"

@@ -5,12 +5,7 @@ rule aggregate:
         metrics="results/tables/{study}/metrics.csv",
         status="results/tables/{study}/status.csv",
         summary="results/tables/{study}/summary.csv",
-        markdown=report(
-            "results/tables/{study}/summary.md",
-            caption="../report/summary.rst",
-            category="Tables",
-            subcategory="{study}",
-        ),
+        markdown="results/tables/{study}/summary.md",
     params:
         runs=get_study_run_keys,
         paper=get_study_paper,

@@ -18,6 +18,7 @@ from hetfl.config import build_suite, train_fingerprint
 from hetfl.errors import ConfigError
 from hetfl.fingerprint import fingerprint
 from hetfl.ids import canonical_json
+from hetfl.report import figure_about, study_about
 
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -127,6 +128,23 @@ def get_study_claims(wildcards):
     return canonical_json(STUDIES[wildcards.study].claims)
 
 
+def get_study_about(wildcards):
+    """What the report says of a study: its paper, description, seeds and runs (hetfl.report)."""
+    return study_about(STUDIES[wildcards.study])
+
+
+def get_figure_about(wildcards):
+    """What the report's caption of a figure says: the study's about, the figure's title and metrics."""
+    s = STUDIES[wildcards.study]
+    return figure_about(s, next(fig for fig in s.figures if fig["name"] == wildcards.figure))
+
+
+def get_figure_labels(wildcards):
+    """The columns of a figure's row in the report: its name and title."""
+    about = get_figure_about(wildcards)
+    return {"figure": about["figure"], "title": about["title"]}
+
+
 def figure_files(study, ext):
     return [f"results/figures/{study}/{fig['name']}.{ext}" for fig in STUDIES[study].figures]
 
@@ -137,6 +155,6 @@ def final_outputs():
         s = STUDIES[name]
         if s.dataset is not None:
             out += [f"{partition_dir(name, run, seed)}/stats.png" for run in s.runs for seed in s.seeds]
-        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md")]
+        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md", "summary.html", "claims.html")]
         out += figure_files(name, "png") + figure_files(name, "pdf")
     return sorted(set(out))

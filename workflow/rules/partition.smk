@@ -8,6 +8,8 @@ rule partition:
             "results/partitions/{dataset}/{partition}/seed={seed}/stats.png",
             caption="../report/partition.rst",
             category="Partitions",
+            subcategory="{dataset}",
+            labels={"partition": "{partition}", "seed": "{seed}"},
         ),
     params:
         spec=get_partition_spec,

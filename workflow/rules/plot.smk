@@ -9,12 +9,14 @@ rule figure:
             caption="../report/figure.rst",
             category="Figures",
             subcategory="{study}",
+            labels=get_figure_labels,
         ),
         pdf="results/figures/{study}/{figure}.pdf",
     params:
         figure=get_figure_spec,
         study=get_study_title,
         runs=get_study_run_keys,
+        about=get_figure_about,
     conda:
         ENV
     log:
@@ -29,12 +31,7 @@ rule claims:
         status="results/tables/{study}/status.csv",
     output:
         csv="results/tables/{study}/claims.csv",
-        markdown=report(
-            "results/tables/{study}/claims.md",
-            caption="../report/claims.rst",
-            category="Claims",
-            subcategory="{study}",
-        ),
+        markdown="results/tables/{study}/claims.md",
     params:
         claims=get_study_claims,
     conda:
@@ -43,3 +40,32 @@ rule claims:
         "logs/claims/{study}.log",
     script:
         "../scripts/claims.py"
+
+
+rule report_tables:
+    input:
+        summary="results/tables/{study}/summary.csv",
+        claims="results/tables/{study}/claims.csv",
+    output:
+        summary=report(
+            "results/tables/{study}/summary.html",
+            caption="../report/summary.rst",
+            category="Tables",
+            subcategory="{study}",
+        ),
+        claims=report(
+            "results/tables/{study}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            subcategory="{study}",
+        ),
+    params:
+        about=get_study_about,
+        paper=get_study_paper,
+        metrics=get_study_table_metrics,
+    conda:
+        ENV
+    log:
+        "logs/report_tables/{study}.log",
+    script:
+        "../scripts/report_tables.py"

@@ -1,0 +1,19 @@
+"""Stage `report_tables`: a study's summary table and checked claims as HTML pages for the report."""
+
+import json
+
+from hetfl.logs import redirect
+
+log = redirect(snakemake.log[0])
+
+import pandas as pd  # noqa: E402
+
+from hetfl.report import claims_page, summary_page  # noqa: E402
+
+about = snakemake.params.about
+paper = json.loads(snakemake.params.paper) or None
+summary = pd.read_csv(snakemake.input.summary)
+with open(snakemake.output.summary, "w") as f:
+    f.write(summary_page(summary, about, json.loads(snakemake.params.metrics), paper))
+with open(snakemake.output.claims, "w") as f:
+    f.write(claims_page(pd.read_csv(snakemake.input.claims, dtype=str, keep_default_na=False), about))
