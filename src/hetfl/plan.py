@@ -1,0 +1,528 @@
+"""Cost estimate of a suite's training jobs (e.g. the paper-scale suite) from the measured default suite.
+
+    python -m hetfl.plan --configfile config/paper.yaml [--benchmarks results/benchmarks] [--runs results/runs]
+
+Lists the training jobs the workflow would plan for the suite (``config/config.yaml`` with each
+``--configfile`` merged over it, key by key, as Snakemake does; its ``select``) and estimates their
+cost from the default suite's measured jobs: each finished training job leaves Snakemake's
+``benchmark:`` table ``results/benchmarks/train/<study>/<run>/seed=<s>.tsv`` (column ``s``: wall
+seconds of the whole job) and its run record ``results/runs/<study>/<run>/seed=<s>/run.json`` (the
+resolved spec, ``wall_time_s`` of the training itself, ``threads``).
+
+**Cost model.** A training job of spec ``x`` costs ``seconds(x) = s0 + c · W(x)`` wall seconds on
+one core (the workflow gives a training job one thread), where
+
+- ``W = R · S · τ · B · U + E · N · U / 3`` work units (:func:`job_work`): R rounds, S clients trained
+  per round, τ local steps per client and round, B samples per step, U the model's parameters;
+  plus E evaluations (every ``eval_every`` rounds, round 0 and the last) over the N samples of every
+  client, an evaluated sample costing a third of a trained one (forward only vs forward + backward).
+  On a generated problem U is the problem's dimension per client (``d_theta + d_w``, ``dim_x + dim_y``
+  or ``dimension``) and B its samples per client (``n``, full gradients; else 1).
+- ``s0`` (seconds) is the fixed cost of a job: the median over measured jobs of the benchmark's ``s``
+  minus the run's ``wall_time_s`` (starting Python, imports, reading the data, writing the outputs).
+- ``c`` (seconds per work unit) is fitted per algorithm and model (:class:`Fit`): the median over the
+  measured jobs of that algorithm, environment and model (model name and input shape; or problem) of
+  ``wall_time_s / W``. A planned job with such a measured analog uses that ``c`` (marked
+  ``measured``). One whose model was not measured with its algorithm (VGG-11 on CIFAR-10, a CNN on
+  3×32×32 images, an MLR on 784 pixels where only 60 features were measured) is extrapolated by
+  FLOPs: it takes the ``c`` of the algorithm's measured model nearest in forward FLOPs per sample,
+  and its U is its own forward FLOPs per sample times ``P / FLOPs`` of that model (marked ``FLOPs``).
+  An algorithm never measured takes the nearest model of its family (same package of
+  ``hetfl.algorithms``, same environment; marked ``family``). A small model's ``c`` includes the
+  per-step overhead that a large model amortizes, so extrapolating up in size overestimates.
+
+Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
+suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available), and the
+paper-scale studies with ``device: auto`` run on a GPU where the node has one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from hetfl.algorithms import get_algorithm
+from hetfl.config import FEDERATION, build_suite
+from hetfl.data import dataset_info
+from hetfl.ids import canonical_json
+from hetfl.models import build_model
+
+EVAL_COST = 1 / 3
+"""Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
+
+DEFAULT_CONFIG = "config/config.yaml"
+
+
+# ---- the work of a job ---------------------------------------------------------------------------
+
+
+@cache
+def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int, ...]]:
+    """``(P, F, sample_shape)`` of a model spec on a dataset spec (both canonical JSON).
+
+    P: parameters (every one: global, personal, adapters); F: forward FLOPs per sample (multiply-adds
+    count 2) of its ``Linear`` and ``Conv2d`` layers, counted on one forward pass of a zero sample.
+    """
+    import torch
+    from torch import nn
+
+    info = dataset_info(json.loads(dataset_json))
+    model = build_model(
+        json.loads(model_json), tuple(info.sample_shape), info.num_outputs or info.num_classes, info.task
+    )
+    params = sum(math.prod(shape) for shape, _ in model.shapes().values())
+    flops = [0]
+
+    def count(module, inputs, output):
+        if isinstance(module, nn.Linear):
+            flops[0] += 2 * module.in_features * module.out_features
+        elif isinstance(module, nn.Conv2d):
+            kh, kw = module.kernel_size
+            per_output = 2 * (module.in_channels // module.groups) * kh * kw
+            flops[0] += per_output * output[0].numel()  # output [1, C_out, H, W] -> C_out·H·W values
+
+    reference = model.reference_module()
+    handles = [
+        m.register_forward_hook(count) for m in reference.modules() if isinstance(m, nn.Linear | nn.Conv2d)
+    ]
+    with torch.no_grad():
+        reference(torch.zeros(1, *info.sample_shape))
+    for h in handles:
+        h.remove()
+    return int(params), int(flops[0]), tuple(int(d) for d in info.sample_shape)
+
+
+@dataclass(frozen=True)
+class Work:
+    """The size of one training job (see the module docstring).
+
+    Attributes:
+        rounds: R. clients: S, trained per round. steps: τ, local steps per client and round.
+        batch: B, samples per step. units: U, parameters (or problem dimension) per sample.
+        evaluations: E. eval_samples: N, samples evaluated per evaluation.
+        flops: forward FLOPs per sample of the model (0 on a generated problem).
+        model: what the fit matches analogs on: ``"<model name> <input shape>"`` or ``"problem <name>"``.
+    """
+
+    rounds: int
+    clients: int
+    steps: float
+    batch: float
+    units: float
+    evaluations: int
+    eval_samples: float
+    flops: float
+    model: str
+
+    def total(self, units: float | None = None) -> float:
+        """W in work units (sample-parameters), with ``units`` in place of U if given."""
+        u = self.units if units is None else units
+        return (
+            self.rounds * self.clients * self.steps * self.batch * u
+            + self.evaluations * self.eval_samples * u * EVAL_COST
+        )
+
+
+def _local_steps(algorithm: str, hp: dict[str, Any], samples: float, batch: float) -> float:
+    """τ: local steps per trained client and round (module docstring), at least 1."""
+    if "tau_min" in hp and "tau_max" in hp:  # minimax: τ_i drawn from tau_min..tau_max
+        steps = (hp["tau_min"] + hp["tau_max"]) / 2
+        if hp.get("tau_unit", "steps") == "epochs":
+            steps *= math.ceil(samples / batch)
+        return max(1.0, steps)
+    steps = (hp.get("local_steps") or 0) * (hp.get("K") or 1)  # pFedMe: K inner steps per local step
+    steps += (hp.get("personal_steps") or 0) + (hp.get("local_theta_steps") or 0)
+    if algorithm == "ffgg" and "lr_w" in hp and "batch_size" in hp:  # FFGG on client data: τ fine-tuner steps
+        steps += hp.get("tau") or 0
+    return max(1.0, float(steps))
+
+
+def _trained_clients(hp: dict[str, Any], clients: int) -> int:
+    """S: clients trained per round (pFedMe's ``train_clients: all`` trains every client)."""
+    if hp.get("train_clients") == "all":
+        return clients
+    return min(clients, hp.get("clients_per_round") or clients, hp.get("active_clients") or clients)
+
+
+def job_work(spec: dict[str, Any]) -> Work:
+    """The :class:`Work` of a training job of resolved run spec ``spec`` (``Study.run_json``, or the
+    ``spec`` of a ``run.json``)."""
+    hp = spec["hyperparameters"]
+    rounds = int(spec["rounds"])
+    evaluations = rounds // int(spec.get("eval_every", 1)) + 1
+    if "problem" in spec:
+        problem = spec["problem"]
+        clients = int(problem.get("num_clients", 1))
+        dims = (
+            ("d_theta", "d_w") if "d_theta" in problem else ("dim_x", "dim_y") if "dim_x" in problem else ()
+        )
+        units = float(sum(problem[d] for d in dims) if dims else problem.get("dimension", 1))
+        samples = float(problem.get("n", 1))
+        return Work(
+            rounds=rounds,
+            clients=_trained_clients(hp, clients),
+            steps=_local_steps(spec["algorithm"], hp, samples, samples),
+            batch=samples,
+            units=units,
+            evaluations=evaluations,
+            eval_samples=clients * samples,
+            flops=0.0,
+            model=f"problem {problem['name']}",
+        )
+    params, flops, shape = model_cost(canonical_json(spec["model"]), canonical_json(spec["dataset"]))
+    info = dataset_info(spec["dataset"])
+    clients = int(spec["partition"]["clients"])
+    per_client = info.num_samples * (1 - float(spec["partition"].get("test_fraction") or 0)) / clients
+    batch = float(hp.get("batch_size") or per_client)  # None: full-batch gradients
+    return Work(
+        rounds=rounds,
+        clients=_trained_clients(hp, clients),
+        steps=_local_steps(spec["algorithm"], hp, per_client, batch),
+        batch=batch,
+        units=float(params),
+        evaluations=evaluations,
+        eval_samples=float(info.num_samples),
+        flops=float(flops),
+        model=f"{spec['model']['name']} {'x'.join(map(str, shape))}",
+    )
+
+
+def environment(spec: dict[str, Any]) -> str:
+    """``federation`` or the problem's name."""
+    return spec["problem"]["name"] if "problem" in spec else FEDERATION
+
+
+def family(algorithm: str, env: str) -> str:
+    """The algorithm's family: its package under ``hetfl.algorithms`` (``personalized``, ``minimax``...)."""
+    return get_algorithm(algorithm, environment=env).__module__.split(".")[2]
+
+
+# ---- measured jobs and the fit -------------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    """A finished training job of the measured suite.
+
+    Attributes:
+        seconds: the benchmark's ``s`` (wall seconds of the whole job).
+        train_seconds: the run's ``wall_time_s`` (building the federation, training, evaluating).
+    """
+
+    study: str
+    run: str
+    seed: int
+    algorithm: str
+    environment: str
+    work: Work
+    seconds: float
+    train_seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Seconds per work unit of the training itself."""
+        return self.train_seconds / self.work.total()
+
+
+def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
+    """Every training job with a benchmark table ``<benchmarks>/train/<study>/<run>/seed=<s>.tsv`` and
+    a run record ``<runs>/<study>/<run>/seed=<s>/run.json`` (status ``ok``, not resumed from a
+    checkpoint, so that both times cover one whole run)."""
+    out = []
+    for tsv in sorted(Path(benchmarks).glob("train/*/*/seed=*.tsv")):
+        study, run, seed = tsv.parent.parent.name, tsv.parent.name, int(tsv.stem.split("=", 1)[1])
+        record = Path(runs) / study / run / f"seed={seed}" / "run.json"
+        if not record.is_file():
+            continue
+        info = json.loads(record.read_text())
+        if info.get("status") != "ok" or info.get("resumed_from_round") is not None:
+            continue
+        table = pd.read_csv(tsv, sep="\t")
+        spec = info["spec"]
+        out.append(
+            Measured(
+                study=study,
+                run=run,
+                seed=seed,
+                algorithm=spec["algorithm"],
+                environment=environment(spec),
+                work=job_work(spec),
+                seconds=float(table["s"].iloc[-1]),
+                train_seconds=float(info["wall_time_s"]),
+            )
+        )
+    return out
+
+
+@dataclass
+class Estimate:
+    """A planned job's estimated cost.
+
+    Attributes:
+        seconds: wall seconds on one core. basis: ``measured`` (an analog of the same algorithm and
+        model was measured), ``FLOPs`` (extrapolated from another model by FLOPs), ``family`` (from
+        the algorithm's family), or ``none`` (nothing to fit on: ``seconds`` is nan).
+        reference: the measured group the rate comes from, ``"<algorithm> on <model>"``.
+    """
+
+    seconds: float
+    basis: str
+    reference: str
+
+
+@dataclass
+class Fit:
+    """The fitted cost model: ``s0`` and a rate per (algorithm, environment, model) group.
+
+    Attributes:
+        overhead: s0, seconds per job.
+        rates: ``(algorithm, environment, model) -> seconds per work unit`` (the median).
+        counts: measured jobs per group.
+        sizes: ``model -> (F, U)`` of each measured model: forward FLOPs per sample (0 on a
+            generated problem) and work units per sample.
+    """
+
+    overhead: float
+    rates: dict[tuple[str, str, str], float]
+    counts: dict[tuple[str, str, str], int]
+    sizes: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @classmethod
+    def from_measured(cls, measured: Iterable[Measured]) -> Fit:
+        """Fit s0 and the rates on measured jobs (medians; see the module docstring)."""
+        measured = list(measured)
+        groups: dict[tuple[str, str, str], list[float]] = {}
+        for m in measured:
+            groups.setdefault((m.algorithm, m.environment, m.work.model), []).append(m.rate)
+        overhead = median(max(0.0, m.seconds - m.train_seconds) for m in measured) if measured else 0.0
+        return cls(
+            overhead=overhead,
+            rates={k: median(v) for k, v in groups.items()},
+            counts={k: len(v) for k, v in groups.items()},
+            sizes={m.work.model: (m.work.flops, m.work.units) for m in measured},
+        )
+
+    def _nearest(self, keys: list[tuple[str, str, str]], work: Work) -> tuple[str, str, str]:
+        """The group of ``keys`` whose model is nearest the job's in forward FLOPs per sample (in
+        parameters on a generated problem), on a log scale; ties: more measured jobs."""
+
+        def size(flops: float, units: float) -> float:
+            return math.log(max(flops if flops > 0 else units, 1.0))
+
+        job = size(work.flops, work.units)
+        return min(keys, key=lambda k: (abs(size(*self.sizes[k[2]]) - job), -self.counts[k]))
+
+    def _scaled(self, key: tuple[str, str, str], work: Work) -> float:
+        """Rate of ``key`` times W, the job's U taken as its FLOPs per sample over the reference
+        model's FLOPs per unit (U itself on a generated problem or a model without FLOPs)."""
+        ref_flops, ref_units = self.sizes[key[2]]
+        units = work.flops * ref_units / ref_flops if ref_flops > 0 and work.flops > 0 else work.units
+        return self.rates[key] * work.total(units)
+
+    def estimate(self, algorithm: str, env: str, work: Work) -> Estimate:
+        """The estimated wall seconds of a job of ``algorithm`` on ``env`` with size ``work``: from the
+        measured group of the same algorithm and model (``measured``), else from the algorithm's
+        measured model nearest in size, scaled by FLOPs (``FLOPs``), else from the nearest of the
+        algorithm family's (``family``)."""
+        exact = (algorithm, env, work.model)
+        if exact in self.rates:
+            seconds = self.rates[exact] * work.total()
+            return Estimate(self.overhead + seconds, "measured", f"{algorithm} on {work.model}")
+        for basis, keys in (
+            ("FLOPs", [k for k in self.rates if k[:2] == (algorithm, env)]),
+            (
+                "family",
+                [k for k in self.rates if k[1] == env and family(k[0], env) == family(algorithm, env)],
+            ),
+        ):
+            if keys:
+                key = self._nearest(keys, work)
+                return Estimate(self.overhead + self._scaled(key, work), basis, f"{key[0]} on {key[2]}")
+        return Estimate(math.nan, "none", "")
+
+
+# ---- the suite's jobs and the table ------------------------------------------------------------
+
+
+def merge_config(base: dict, override: dict) -> dict:
+    """``override`` merged over ``base`` key by key (nested mappings merged, other values replaced),
+    as Snakemake merges ``--configfile`` files over the workflow's ``configfile``."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = (
+            merge_config(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
+    return out
+
+
+def load_config(paths: Iterable[Path | str]) -> dict:
+    """The merged config of YAML files, later ones over earlier ones."""
+    config: dict = {}
+    for path in paths:
+        config = merge_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
+
+
+def plan(config: dict, fit: Fit) -> pd.DataFrame:
+    """One row per training job of the config's selected studies: study, run, seed, algorithm, model,
+    flops (forward FLOPs per sample), work (W, in work units), seconds (estimated wall seconds on one
+    core), basis and reference (:class:`Estimate`)."""
+    suite = build_suite(config)
+    rows = []
+    for name in suite.selected:
+        study = suite.studies[name]
+        for label in study.runs:
+            spec = json.loads(study.run_json(label))
+            work, env = job_work(spec), environment(spec)
+            estimate = fit.estimate(spec["algorithm"], env, work)
+            for seed in study.seeds:
+                rows.append(
+                    {
+                        "study": name,
+                        "run": label,
+                        "seed": seed,
+                        "algorithm": spec["algorithm"],
+                        "model": work.model,
+                        "flops": work.flops,
+                        "work": work.total(),
+                        "seconds": estimate.seconds,
+                        "basis": estimate.basis,
+                        "reference": estimate.reference,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
+    """Per study and a total: jobs, estimated core-hours (``seconds · threads / 3600``, nan when no
+    job of the study could be estimated), the longest job in hours, and the basis: ``measured`` or
+    how many jobs were extrapolated (``FLOPs``, ``family``) or left out (``none``)."""
+    rows = []
+    for study, g in jobs.groupby("study", sort=False):
+        counts = g["basis"].value_counts()
+        basis = ", ".join(
+            f"{b}" if counts.get(b) == len(g) else f"{b} {counts[b]}/{len(g)}"
+            for b in ("measured", "FLOPs", "family", "none")
+            if b in counts
+        )
+        estimated = g["seconds"].notna().any()
+        rows.append(
+            {
+                "study": study,
+                "jobs": len(g),
+                "core_hours": g["seconds"].sum() * threads / 3600 if estimated else math.nan,
+                "longest_job_h": g["seconds"].max() / 3600,
+                "basis": basis,
+            }
+        )
+    table = pd.DataFrame(rows)
+    total = {
+        "study": "TOTAL",
+        "jobs": int(table["jobs"].sum()),
+        "core_hours": table["core_hours"].sum(),
+        "longest_job_h": table["longest_job_h"].max(),
+        "basis": "",
+    }
+    return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
+    """Print the fit and the per-study estimate of ``config``'s training jobs to ``out`` (default
+    stdout); return the job table (:func:`plan`)."""
+    out = out or sys.stdout
+    fit = Fit.from_measured(measured)
+    jobs = plan(config, fit)
+    print(
+        f"Fitted on {len(measured)} measured training jobs of {len({m.study for m in measured})} studies "
+        f"(CPU: {_cpu()}, one thread per job); fixed cost per job s0 = {fit.overhead:.2f} s.",
+        file=out,
+    )
+    rates = pd.DataFrame(
+        [
+            {"algorithm": a, "environment": e, "model": m, "jobs": fit.counts[a, e, m], "s_per_unit": r}
+            for (a, e, m), r in fit.rates.items()
+        ]
+    )
+    if not rates.empty:
+        print("\nRates c (median wall seconds per work unit):", file=out)
+        rates = rates.sort_values(["environment", "algorithm", "model"])
+        print(rates.to_string(index=False, float_format="%.3g"), file=out)
+    print(f"\nEstimated cost of {len(jobs)} training jobs (core-hours on this CPU):", file=out)
+    print(study_table(jobs).to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
+    scaled = jobs[jobs["basis"].isin(["FLOPs", "family"])]
+    if len(scaled):
+        print(
+            "\nNo measured analog (extrapolated by forward FLOPs per sample from the nearest measured model):",
+            file=out,
+        )
+        for (study, algorithm, model, basis, reference), g in scaled.groupby(
+            ["study", "algorithm", "model", "basis", "reference"], sort=False
+        ):
+            ratio = g["flops"].iloc[0] / fit.sizes[reference.split(" on ", 1)[1]][0]
+            print(
+                f"  {study}: {algorithm} on {model} ({len(g)} jobs) <- {reference} "
+                f"[{basis}; {ratio:.3g}x its FLOPs per sample]",
+                file=out,
+            )
+    unknown = jobs[jobs["basis"] == "none"]
+    if len(unknown):
+        names = ", ".join(sorted(set(unknown["algorithm"])))
+        print(
+            f"\n{len(unknown)} jobs ({names}) have no measured job of their algorithm's family on their "
+            "environment yet: not estimated (n/a), left out of the total.",
+            file=out,
+        )
+    print(
+        "\nNo GPU was available: GPU-hours were not measured. These are CPU core-hours on the machine that "
+        "ran the default suite; the paper-scale studies with device: auto run on a GPU where the node has one.",
+        file=out,
+    )
+    return jobs
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m hetfl.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--configfile", nargs="*", default=[], help="config files merged over the default config"
+    )
+    parser.add_argument(
+        "--base", default=DEFAULT_CONFIG, help=f"the workflow's config (default {DEFAULT_CONFIG})"
+    )
+    parser.add_argument(
+        "--benchmarks", default="results/benchmarks", help="the measured suite's benchmark folder"
+    )
+    parser.add_argument("--runs", default="results/runs", help="the measured suite's run records")
+    parser.add_argument("--csv", help="also write the per-job table here")
+    args = parser.parse_args(argv)
+    config = load_config([args.base, *args.configfile])
+    jobs = report(config, load_measured(args.benchmarks, args.runs))
+    if args.csv:
+        jobs.to_csv(args.csv, index=False)
+
+
+if __name__ == "__main__":
+    main()

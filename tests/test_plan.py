@@ -1,0 +1,269 @@
+"""The cost model of ``hetfl.plan`` on synthetic benchmark tables (no Snakemake, no real results).
+
+The test writes, for a small config, the files a measured suite leaves (``benchmarks/train/.../seed=s.tsv``
+and ``runs/.../seed=s/run.json``) with times that follow the model exactly, and checks that the fit
+recovers them and that planned jobs are estimated from the right analog: measured, by FLOPs, from the
+family, or not at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hetfl.config import build_suite
+from hetfl.plan import (
+    EVAL_COST,
+    Fit,
+    job_work,
+    load_config,
+    load_measured,
+    main,
+    merge_config,
+    model_cost,
+    plan,
+    report,
+    study_table,
+)
+
+OVERHEAD = 2.0  # s0, seconds per job
+RATES = {"fedavg": 3e-9, "pfedme": 6e-9, "ffgg": 2e-11}  # c, seconds per work unit
+DIGITS = {"dataset": {"name": "digits"}, "partition": {"scheme": "iid", "clients": 4}}
+MEASURED = {
+    "studies": {
+        "small": {
+            **DIGITS,
+            "model": {"name": "mlr"},
+            "rounds": 10,
+            "seeds": [0, 1],
+            "eval_every": 5,
+            "defaults": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
+            "runs": {"fedavg": {"algorithm": "fedavg"}, "pfedme": {"algorithm": "pfedme", "K": 3}},
+        },
+        "wide": {
+            **DIGITS,
+            "model": {"name": "dnn", "hidden": 32},
+            "rounds": 20,
+            "seeds": [0],
+            "defaults": {"lr": 0.1, "batch_size": 16, "local_steps": 1},
+            "runs": {"fedavg": {"algorithm": "fedavg", "clients_per_round": 2}},
+        },
+        "quad": {
+            "problem": {"name": "ffgg_quadratic", "num_clients": 4, "n": 50, "d_theta": 6, "d_w": 3},
+            "rounds": 30,
+            "seeds": [0],
+            "runs": {"ffgg": {"algorithm": "ffgg", "local_steps": 5}},
+        },
+    }
+}
+
+
+def write_measured(root: Path, config: dict, noise: dict[tuple[str, int], float] | None = None) -> None:
+    """The benchmark tables and run records of every job of ``config``: training ``c · W`` seconds
+    (times ``noise[(run, seed)]``), the job ``s0`` more."""
+    suite = build_suite(config)
+    for name, study in suite.studies.items():
+        for label in study.runs:
+            spec = json.loads(study.run_json(label))
+            for seed in study.seeds:
+                train = (
+                    RATES[spec["algorithm"]] * job_work(spec).total() * (noise or {}).get((label, seed), 1.0)
+                )
+                run_dir = root / "runs" / name / label / f"seed={seed}"
+                run_dir.mkdir(parents=True)
+                record = {"status": "ok", "wall_time_s": train, "threads": 1, "spec": spec}
+                (run_dir / "run.json").write_text(json.dumps(record))
+                tsv = root / "benchmarks" / "train" / name / label / f"seed={seed}.tsv"
+                tsv.parent.mkdir(parents=True, exist_ok=True)
+                tsv.write_text(f"s\th:m:s\tmax_rss\n{train + OVERHEAD:.6f}\t0:00:01\t100.0\n")
+
+
+@pytest.fixture
+def measured(tmp_path):
+    write_measured(tmp_path, MEASURED)
+    return load_measured(tmp_path / "benchmarks", tmp_path / "runs")
+
+
+def spec_of(config: dict, study: str, run: str) -> dict:
+    return json.loads(build_suite(config).studies[study].run_json(run))
+
+
+def test_work_counts_rounds_clients_steps_batch_and_parameters():
+    small = spec_of(MEASURED, "small", "pfedme")
+    work = job_work(small)
+    params, flops, shape = model_cost(
+        json.dumps(small["model"], sort_keys=True), json.dumps(small["dataset"])
+    )
+    assert (params, flops, shape) == (650, 2 * 64 * 10, (1, 8, 8))  # MLR 64 -> 10: weights and biases
+    # pFedMe trains every client (train_clients: all) for R = 2 local steps of K = 3 inner steps
+    assert (work.rounds, work.clients, work.steps, work.batch, work.units) == (10, 4, 6, 8, 650)
+    assert work.evaluations == 3 and work.eval_samples == 1797  # rounds 0, 5, 10 over every digit
+    assert work.total() == pytest.approx(10 * 4 * 6 * 8 * 650 + 3 * 1797 * 650 * EVAL_COST)
+    wide = job_work(spec_of(MEASURED, "wide", "fedavg"))
+    assert (wide.clients, wide.steps, wide.batch, wide.units) == (2, 1, 16, 64 * 32 + 32 + 32 * 10 + 10)
+    assert wide.model == "dnn 1x8x8" and wide.flops == 2 * (64 * 32 + 32 * 10)
+    quad = job_work(spec_of(MEASURED, "quad", "ffgg"))
+    assert (quad.clients, quad.steps, quad.batch, quad.units, quad.model) == (
+        4,
+        5,
+        50,
+        9,
+        "problem ffgg_quadratic",
+    )
+
+
+def test_minimax_local_epochs_count_steps_per_epoch():
+    config = {
+        "studies": {
+            "mm": {
+                **DIGITS,
+                "model": {"name": "dnn", "hidden": 16},
+                "rounds": 5,
+                "seeds": [0],
+                "defaults": {"batch_size": 32, "tau_min": 2, "tau_max": 4},
+                "runs": {
+                    "epochs": {"algorithm": "local_sgda"},
+                    "steps": {"algorithm": "local_sgda", "tau_unit": "steps"},
+                },
+            }
+        }
+    }
+    per_client = 1797 * (1 - build_suite(config).studies["mm"].partition["test_fraction"]) / 4
+    assert job_work(spec_of(config, "mm", "epochs")).steps == pytest.approx(3 * math.ceil(per_client / 32))
+    assert job_work(spec_of(config, "mm", "steps")).steps == 3
+
+
+def test_the_fit_recovers_the_overhead_and_the_rates(measured):
+    fit = Fit.from_measured(measured)
+    assert len(measured) == 6 and fit.overhead == pytest.approx(OVERHEAD, abs=1e-5)
+    assert fit.rates[("fedavg", "federation", "mlr 1x8x8")] == pytest.approx(RATES["fedavg"])
+    assert fit.rates[("fedavg", "federation", "dnn 1x8x8")] == pytest.approx(RATES["fedavg"])
+    assert fit.rates[("pfedme", "federation", "mlr 1x8x8")] == pytest.approx(RATES["pfedme"])
+    assert fit.rates[("ffgg", "ffgg_quadratic", "problem ffgg_quadratic")] == pytest.approx(RATES["ffgg"])
+    assert fit.counts[("fedavg", "federation", "mlr 1x8x8")] == 2
+
+
+def test_the_rate_is_the_median_over_the_groups_jobs(tmp_path):
+    config = {"studies": {"small": copy.deepcopy(MEASURED["studies"]["small"])}}
+    write_measured(tmp_path, config, noise={("fedavg", 0): 1.0, ("fedavg", 1): 100.0})
+    config["studies"]["small"]["seeds"] = [0, 1, 2]
+    more = {"studies": {"more": {**config["studies"]["small"], "seeds": [2]}}}
+    write_measured(tmp_path, more, noise={("fedavg", 2): 1.5})
+    fit = Fit.from_measured(load_measured(tmp_path / "benchmarks", tmp_path / "runs"))
+    assert fit.rates[("fedavg", "federation", "mlr 1x8x8")] == pytest.approx(1.5 * RATES["fedavg"])
+
+
+def test_unfinished_and_resumed_jobs_are_not_measured(tmp_path):
+    write_measured(tmp_path, MEASURED)
+    (tmp_path / "runs/small/fedavg/seed=0/run.json").unlink()  # a benchmark without its run record
+    record = tmp_path / "runs/small/fedavg/seed=1/run.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "resumed_from_round": 4}))
+    record = tmp_path / "runs/small/pfedme/seed=0/run.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "status": "diverged"}))
+    measured = load_measured(tmp_path / "benchmarks", tmp_path / "runs")
+    assert sorted((m.study, m.run, m.seed) for m in measured) == [
+        ("quad", "ffgg", 0),
+        ("small", "pfedme", 1),
+        ("wide", "fedavg", 0),
+    ]
+
+
+def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
+    fit = Fit.from_measured(measured)
+    paper = {
+        "studies": {
+            "big": {  # same models, more rounds, clients and seeds: measured analogs
+                **DIGITS,
+                "partition": {"scheme": "iid", "clients": 8},
+                "model": {"name": "mlr"},
+                "rounds": 100,
+                "seeds": [0, 1, 2],
+                "defaults": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
+                "runs": {"fedavg": {"algorithm": "fedavg"}, "local": {"algorithm": "local"}},
+            },
+            "conv": {  # a CNN: never measured, extrapolated by FLOPs from the nearest model (the DNN)
+                **DIGITS,
+                "model": {"name": "cnn"},
+                "rounds": 10,
+                "seeds": [0],
+                "defaults": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
+                "runs": {"fedavg": {"algorithm": "fedavg"}},
+            },
+            "game": {  # no algorithm of the minimax family measured on the quadratic game
+                "problem": {"name": "quadratic_game"},
+                "rounds": 10,
+                "seeds": [0],
+                "runs": {"sgda": {"algorithm": "local_sgda"}},
+            },
+        }
+    }
+    jobs = plan(paper, fit).set_index(["study", "run", "seed"])
+    assert len(jobs) == 6 + 1 + 1
+    fedavg = job_work(spec_of(paper, "big", "fedavg"))
+    row = jobs.loc[("big", "fedavg", 1)]
+    assert row["basis"] == "measured" and row["reference"] == "fedavg on mlr 1x8x8"
+    assert row["seconds"] == pytest.approx(OVERHEAD + RATES["fedavg"] * fedavg.total())
+    # Local is a baseline like FedAvg, never measured: its family's nearest model, by FLOPs
+    row = jobs.loc[("big", "local", 0)]
+    assert (row["basis"], row["reference"]) == ("family", "fedavg on mlr 1x8x8")
+    conv = job_work(spec_of(paper, "conv", "fedavg"))
+    assert conv.flops > 10 * job_work(spec_of(MEASURED, "wide", "fedavg")).flops
+    f_dnn, p_dnn = fit.sizes["dnn 1x8x8"]  # forward FLOPs and parameters of the measured DNN
+    row = jobs.loc[("conv", "fedavg", 0)]
+    assert (row["basis"], row["reference"]) == ("FLOPs", "fedavg on dnn 1x8x8")
+    assert row["seconds"] == pytest.approx(
+        OVERHEAD + RATES["fedavg"] * conv.total(conv.flops * p_dnn / f_dnn)
+    )
+    row = jobs.loc[("game", "sgda", 0)]
+    assert row["basis"] == "none" and math.isnan(row["seconds"])
+
+    table = study_table(plan(paper, fit)).set_index("study")
+    assert table.loc["big", "jobs"] == 6 and table.loc["TOTAL", "jobs"] == 8
+    assert table.loc["big", "basis"] == "measured 3/6, family 3/6" and table.loc["conv", "basis"] == "FLOPs"
+    assert math.isnan(table.loc["game", "core_hours"])
+    expected = (jobs.loc["big"]["seconds"].sum() + jobs.loc["conv"]["seconds"].sum()) / 3600
+    assert table.loc["TOTAL", "core_hours"] == pytest.approx(expected)
+
+
+def test_configs_merge_key_by_key_and_the_cli_prints_the_table(tmp_path, measured, capsys):
+    base = {"studies": {"a": {"rounds": 1, "seeds": [0]}}, "select": ["a"]}
+    over = {"studies": {"a": {"seeds": [0, 1]}, "b": {"rounds": 2}}, "select": ["b"]}
+    merged = merge_config(base, over)
+    assert merged == {"studies": {"a": {"rounds": 1, "seeds": [0, 1]}, "b": {"rounds": 2}}, "select": ["b"]}
+    assert base["studies"]["a"]["seeds"] == [0]  # not modified
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(MEASURED))
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump({"select": ["wide", "quad"]}))
+    assert load_config([tmp_path / "base.yaml", tmp_path / "paper.yaml"])["select"] == ["wide", "quad"]
+
+    write_measured(tmp_path / "m", MEASURED)
+    out = tmp_path / "jobs.csv"
+    main(
+        [
+            "--base",
+            str(tmp_path / "base.yaml"),
+            "--configfile",
+            str(tmp_path / "paper.yaml"),
+            "--benchmarks",
+            str(tmp_path / "m/benchmarks"),
+            "--runs",
+            str(tmp_path / "m/runs"),
+            "--csv",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "Fitted on 6 measured training jobs of 3 studies" in printed and "s0 = 2.00 s" in printed
+    assert "No GPU was available: GPU-hours were not measured" in printed
+    assert "TOTAL" in printed and "wide" in printed and "quad" in printed
+    assert set(pd.read_csv(out)["study"]) == {"wide", "quad"}
+
+    buffer = io.StringIO()
+    jobs = report(load_config([tmp_path / "base.yaml", tmp_path / "paper.yaml"]), measured, out=buffer)
+    assert list(jobs["study"]) == ["wide", "quad"] and set(jobs["basis"]) == {"measured"}
