@@ -108,7 +108,7 @@ def test_work_counts_rounds_clients_steps_batch_and_parameters():
     assert work.total() == pytest.approx(10 * 4 * 6 * 8 * 650 + 3 * 1797 * 650 * EVAL_COST)
     wide = job_work(spec_of(MEASURED, "wide", "fedavg"))
     assert (wide.clients, wide.steps, wide.batch, wide.units) == (2, 1, 16, 64 * 32 + 32 + 32 * 10 + 10)
-    assert wide.model == "dnn 1x8x8" and wide.flops == 2 * (64 * 32 + 32 * 10)
+    assert wide.model == "dnn 1x8x8 (2410 params)" and wide.flops == 2 * (64 * 32 + 32 * 10)
     quad = job_work(spec_of(MEASURED, "quad", "ffgg"))
     assert (quad.clients, quad.steps, quad.batch, quad.units, quad.model) == (
         4,
@@ -143,11 +143,11 @@ def test_minimax_local_epochs_count_steps_per_epoch():
 def test_the_fit_recovers_the_overhead_and_the_rates(measured):
     fit = Fit.from_measured(measured)
     assert len(measured) == 6 and fit.overhead == pytest.approx(OVERHEAD, abs=1e-5)
-    assert fit.rates[("fedavg", "federation", "mlr 1x8x8")] == pytest.approx(RATES["fedavg"])
-    assert fit.rates[("fedavg", "federation", "dnn 1x8x8")] == pytest.approx(RATES["fedavg"])
-    assert fit.rates[("pfedme", "federation", "mlr 1x8x8")] == pytest.approx(RATES["pfedme"])
+    assert fit.rates[("fedavg", "federation", "mlr 1x8x8 (650 params)")] == pytest.approx(RATES["fedavg"])
+    assert fit.rates[("fedavg", "federation", "dnn 1x8x8 (2410 params)")] == pytest.approx(RATES["fedavg"])
+    assert fit.rates[("pfedme", "federation", "mlr 1x8x8 (650 params)")] == pytest.approx(RATES["pfedme"])
     assert fit.rates[("ffgg", "ffgg_quadratic", "problem ffgg_quadratic")] == pytest.approx(RATES["ffgg"])
-    assert fit.counts[("fedavg", "federation", "mlr 1x8x8")] == 2
+    assert fit.counts[("fedavg", "federation", "mlr 1x8x8 (650 params)")] == 2
 
 
 def test_the_rate_is_the_median_over_the_groups_jobs(tmp_path):
@@ -157,7 +157,9 @@ def test_the_rate_is_the_median_over_the_groups_jobs(tmp_path):
     more = {"studies": {"more": {**config["studies"]["small"], "seeds": [2]}}}
     write_measured(tmp_path, more, noise={("fedavg", 2): 1.5})
     fit = Fit.from_measured(load_measured(tmp_path / "benchmarks", tmp_path / "runs"))
-    assert fit.rates[("fedavg", "federation", "mlr 1x8x8")] == pytest.approx(1.5 * RATES["fedavg"])
+    assert fit.rates[("fedavg", "federation", "mlr 1x8x8 (650 params)")] == pytest.approx(
+        1.5 * RATES["fedavg"]
+    )
 
 
 def test_unfinished_and_resumed_jobs_are_not_measured(tmp_path):
@@ -208,16 +210,16 @@ def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
     assert len(jobs) == 6 + 1 + 1
     fedavg = job_work(spec_of(paper, "big", "fedavg"))
     row = jobs.loc[("big", "fedavg", 1)]
-    assert row["basis"] == "measured" and row["reference"] == "fedavg on mlr 1x8x8"
+    assert row["basis"] == "measured" and row["reference"] == "fedavg on mlr 1x8x8 (650 params)"
     assert row["seconds"] == pytest.approx(OVERHEAD + RATES["fedavg"] * fedavg.total())
     # Local is a baseline like FedAvg, never measured: its family's nearest model, by FLOPs
     row = jobs.loc[("big", "local", 0)]
-    assert (row["basis"], row["reference"]) == ("family", "fedavg on mlr 1x8x8")
+    assert (row["basis"], row["reference"]) == ("family", "fedavg on mlr 1x8x8 (650 params)")
     conv = job_work(spec_of(paper, "conv", "fedavg"))
     assert conv.flops > 10 * job_work(spec_of(MEASURED, "wide", "fedavg")).flops
-    f_dnn, p_dnn = fit.sizes["dnn 1x8x8"]  # forward FLOPs and parameters of the measured DNN
+    f_dnn, p_dnn = fit.sizes["dnn 1x8x8 (2410 params)"]  # forward FLOPs and parameters of the measured DNN
     row = jobs.loc[("conv", "fedavg", 0)]
-    assert (row["basis"], row["reference"]) == ("FLOPs", "fedavg on dnn 1x8x8")
+    assert (row["basis"], row["reference"]) == ("FLOPs", "fedavg on dnn 1x8x8 (2410 params)")
     assert row["seconds"] == pytest.approx(
         OVERHEAD + RATES["fedavg"] * conv.total(conv.flops * p_dnn / f_dnn)
     )

@@ -20,10 +20,10 @@ one core (the workflow gives a training job one thread), where
   or ``dimension``) and B its samples per client (``n``, full gradients; else 1).
 - ``s0`` (seconds) is the fixed cost of a job: the median over measured jobs of the benchmark's ``s``
   minus the run's ``wall_time_s`` (starting Python, imports, reading the data, writing the outputs).
-- ``c`` (seconds per work unit) is fitted per algorithm and model (:class:`Fit`): the median over the
-  measured jobs of that algorithm, environment and model (model name and input shape; or problem) of
-  ``wall_time_s / W``. A planned job with such a measured analog uses that ``c`` (marked
-  ``measured``). One whose model was not measured with its algorithm (VGG-11 on CIFAR-10, a CNN on
+- ``c`` (seconds per work unit) is fitted per algorithm and model (:class:`Fit`): the median of
+  ``wall_time_s / W`` over the measured jobs of that algorithm, environment and model (model name,
+  input shape and parameters; or problem, of any size). A planned job with such a measured analog
+  uses that ``c`` (marked ``measured``). One whose model was not measured with its algorithm (VGG-11 on CIFAR-10, a CNN on
   3×32×32 images, an MLR on 784 pixels where only 60 features were measured) is extrapolated by
   FLOPs: it takes the ``c`` of the algorithm's measured model nearest in forward FLOPs per sample,
   and its U is its own forward FLOPs per sample times ``P / FLOPs`` of that model (marked ``FLOPs``).
@@ -113,7 +113,8 @@ class Work:
         batch: B, samples per step. units: U, parameters (or problem dimension) per sample.
         evaluations: E. eval_samples: N, samples evaluated per evaluation.
         flops: forward FLOPs per sample of the model (0 on a generated problem).
-        model: what the fit matches analogs on: ``"<model name> <input shape>"`` or ``"problem <name>"``.
+        model: what the fit matches analogs on: ``"<model name> <input shape> (<P> params)"``, or
+            ``"problem <name>"`` (any size of the problem).
     """
 
     rounds: int
@@ -195,7 +196,7 @@ def job_work(spec: dict[str, Any]) -> Work:
         evaluations=evaluations,
         eval_samples=float(info.num_samples),
         flops=float(flops),
-        model=f"{spec['model']['name']} {'x'.join(map(str, shape))}",
+        model=f"{spec['model']['name']} {'x'.join(map(str, shape))} ({params} params)",
     )
 
 
