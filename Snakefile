@@ -11,6 +11,18 @@ configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+# On a cluster (profiles/slurm) only training jobs are submitted; these run on the submitting (login) node:
+# `data` may download (compute nodes often have no internet), the others take seconds, less than a queue's wait.
+localrules:
+    all,
+    data,
+    partition,
+    aggregate,
+    claims,
+    figure,
+    report_tables,
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/partition.smk"

@@ -19,6 +19,7 @@ from hetfl.errors import ConfigError
 from hetfl.fingerprint import fingerprint
 from hetfl.ids import canonical_json
 from hetfl.report import figure_about, study_about
+from hetfl.resources import train_resources
 
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -84,6 +85,21 @@ def get_run_spec(wildcards):
 def get_run_code(wildcards):
     s = STUDIES[wildcards.study]
     return train_fingerprint(s.runs[wildcards.run].algorithm, s.problem and s.problem["name"])
+
+
+def get_train_runtime(wildcards, attempt):
+    """Minutes a training job may run on a cluster: from its run's size, more at each retry (hetfl.resources)."""
+    return train_resources(STUDIES[wildcards.study], wildcards.run, attempt).runtime
+
+
+def get_train_mem_mb(wildcards, attempt):
+    """Memory (MB) of a training job on a cluster: from its run's size, more at each retry."""
+    return train_resources(STUDIES[wildcards.study], wildcards.run, attempt).mem_mb
+
+
+def get_train_gpu(wildcards):
+    """GPUs of a training job on a cluster: 1 for a run with `device: cuda`, else 0."""
+    return train_resources(STUDIES[wildcards.study], wildcards.run).gpu
 
 
 def study_runs(study):

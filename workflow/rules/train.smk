@@ -17,5 +17,9 @@ rule train:
     benchmark:
         "results/benchmarks/train/{study}/{run}/seed={seed}.tsv"
     threads: 1
+    resources:
+        runtime=get_train_runtime,
+        mem_mb=get_train_mem_mb,
+        gpu=get_train_gpu,
     script:
         "../scripts/train.py"
