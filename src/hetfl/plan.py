@@ -29,9 +29,7 @@ one core (the workflow gives a training job one thread), where
   and its U is its own forward FLOPs per sample times ``P / FLOPs`` of that model (marked ``FLOPs``).
   An algorithm never measured takes the nearest model of its family (same package of
   ``hetfl.algorithms``, same environment; marked ``family``). A small model's ``c`` includes the
-  per-step overhead that a large model amortizes, so extrapolating up in size overestimates; an
-  extrapolated job also gets a compute-bound lower estimate (``low``): its W counted in FLOPs
-  (U = F) at the best seconds per FLOP of any measured model (:attr:`Fit.flop_rate`).
+  per-step overhead that a large model amortizes, so extrapolating up in size overestimates.
 
 Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
 suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available), and the
@@ -278,14 +276,11 @@ class Estimate:
         model was measured), ``FLOPs`` (extrapolated from another model by FLOPs), ``family`` (from
         the algorithm's family), or ``none`` (nothing to fit on: ``seconds`` is nan).
         reference: the measured group the rate comes from, ``"<algorithm> on <model>"``.
-        low: for a job extrapolated by FLOPs, a compute-bound lower estimate: its FLOPs at the best
-            seconds per FLOP of any measured model (:attr:`Fit.flop_rate`); else ``seconds``.
     """
 
     seconds: float
     basis: str
     reference: str
-    low: float = math.nan
 
 
 @dataclass
@@ -304,21 +299,6 @@ class Fit:
     rates: dict[tuple[str, str, str], float]
     counts: dict[tuple[str, str, str], int]
     sizes: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-    @property
-    def flop_rate(self) -> tuple[float, str]:
-        """The best (smallest) seconds per FLOP-unit of any measured group with a model, ``c · U / F``
-        (W counted with U = F), and that group ``"<algorithm> on <model>"``; ``(nan, "")`` if none.
-        A small model's time is mostly per-step overhead; the best rate is the nearest to pure compute."""
-        per_flop = {
-            k: r * self.sizes[k[2]][1] / self.sizes[k[2]][0]
-            for k, r in self.rates.items()
-            if self.sizes[k[2]][0] > 0
-        }
-        if not per_flop:
-            return math.nan, ""
-        key = min(per_flop, key=per_flop.get)
-        return per_flop[key], f"{key[0]} on {key[2]}"
 
     @classmethod
     def from_measured(cls, measured: Iterable[Measured]) -> Fit:
@@ -359,8 +339,8 @@ class Fit:
         algorithm family's (``family``)."""
         exact = (algorithm, env, work.model)
         if exact in self.rates:
-            seconds = self.overhead + self.rates[exact] * work.total()
-            return Estimate(seconds, "measured", f"{algorithm} on {work.model}", seconds)
+            seconds = self.rates[exact] * work.total()
+            return Estimate(self.overhead + seconds, "measured", f"{algorithm} on {work.model}")
         for basis, keys in (
             ("FLOPs", [k for k in self.rates if k[:2] == (algorithm, env)]),
             (
@@ -370,11 +350,7 @@ class Fit:
         ):
             if keys:
                 key = self._nearest(keys, work)
-                seconds = self.overhead + self._scaled(key, work)
-                low = seconds
-                if work.flops > 0 and not math.isnan(self.flop_rate[0]):
-                    low = min(seconds, self.overhead + self.flop_rate[0] * work.total(work.flops))
-                return Estimate(seconds, basis, f"{key[0]} on {key[2]}", low)
+                return Estimate(self.overhead + self._scaled(key, work), basis, f"{key[0]} on {key[2]}")
         return Estimate(math.nan, "none", "")
 
 
@@ -405,7 +381,7 @@ def load_config(paths: Iterable[Path | str]) -> dict:
 def plan(config: dict, fit: Fit) -> pd.DataFrame:
     """One row per training job of the config's selected studies: study, run, seed, algorithm, model,
     flops (forward FLOPs per sample), work (W, in work units), seconds (estimated wall seconds on one
-    core), low_seconds, basis and reference (:class:`Estimate`)."""
+    core), basis and reference (:class:`Estimate`)."""
     suite = build_suite(config)
     rows = []
     for name in suite.selected:
@@ -425,7 +401,6 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
                         "flops": work.flops,
                         "work": work.total(),
                         "seconds": estimate.seconds,
-                        "low_seconds": estimate.low,
                         "basis": estimate.basis,
                         "reference": estimate.reference,
                     }
@@ -435,10 +410,8 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
 
 def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
     """Per study and a total: jobs, estimated core-hours (``seconds · threads / 3600``, nan when no
-    job of the study could be estimated), the compute-bound lower estimate (``low_core_hours``, from
-    ``low_seconds``: the same as core_hours where every job has a measured analog), the longest job
-    in hours, and the basis: ``measured`` or how many jobs were extrapolated (``FLOPs``, ``family``)
-    or left out (``none``)."""
+    job of the study could be estimated), the longest job in hours, and the basis: ``measured`` or
+    how many jobs were extrapolated (``FLOPs``, ``family``) or left out (``none``)."""
     rows = []
     for study, g in jobs.groupby("study", sort=False):
         counts = g["basis"].value_counts()
@@ -453,7 +426,6 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
                 "study": study,
                 "jobs": len(g),
                 "core_hours": g["seconds"].sum() * threads / 3600 if estimated else math.nan,
-                "low_core_hours": g["low_seconds"].sum() * threads / 3600 if estimated else math.nan,
                 "longest_job_h": g["seconds"].max() / 3600,
                 "basis": basis,
             }
@@ -463,7 +435,6 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
         "study": "TOTAL",
         "jobs": int(table["jobs"].sum()),
         "core_hours": table["core_hours"].sum(),
-        "low_core_hours": table["low_core_hours"].sum(),
         "longest_job_h": table["longest_job_h"].max(),
         "basis": "",
     }
@@ -504,13 +475,6 @@ def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
     print(f"\nEstimated cost of {len(jobs)} training jobs (core-hours on this CPU):", file=out)
     print(study_table(jobs).to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
     scaled = jobs[jobs["basis"].isin(["FLOPs", "family"])]
-    if len(scaled) and not math.isnan(fit.flop_rate[0]):
-        print(
-            f"\nlow_core_hours: the extrapolated jobs at the best seconds per FLOP measured on this CPU "
-            f"({fit.flop_rate[1]}: {1 / fit.flop_rate[0] / 1e9:.2g} GFLOP/s of trained samples' forward passes), "
-            "a compute-bound lower estimate.",
-            file=out,
-        )
     if len(scaled):
         print(
             "\nNo measured analog (extrapolated by forward FLOPs per sample from the nearest measured model):",
