@@ -193,6 +193,7 @@ def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
             "conv": {  # a CNN: never measured, extrapolated by FLOPs from the nearest model (the DNN)
                 **DIGITS,
                 "model": {"name": "cnn"},
+                "device": "cuda",
                 "rounds": 10,
                 "seeds": [0],
                 "defaults": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
@@ -230,6 +231,10 @@ def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
     assert table.loc["big", "jobs"] == 6 and table.loc["TOTAL", "jobs"] == 8
     assert table.loc["big", "basis"] == "measured 3/6, family 3/6" and table.loc["conv", "basis"] == "FLOPs"
     assert math.isnan(table.loc["game", "core_hours"])
+    assert table.loc["big", "device"] == "auto" and table.loc["conv", "device"] == "cuda"
+    per_device = table.loc["total"].set_index("device")
+    assert per_device.loc["cuda", "jobs"] == 1 and per_device.loc["auto", "jobs"] == 7
+    assert per_device.loc["cuda", "core_hours"] == pytest.approx(table.loc["conv", "core_hours"])
     expected = (jobs.loc["big"]["seconds"].sum() + jobs.loc["conv"]["seconds"].sum()) / 3600
     assert table.loc["TOTAL", "core_hours"] == pytest.approx(expected)
 

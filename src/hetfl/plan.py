@@ -32,8 +32,8 @@ one core (the workflow gives a training job one thread), where
   per-step overhead that a large model amortizes, so extrapolating up in size overestimates.
 
 Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
-suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available), and the
-paper-scale studies with ``device: auto`` run on a GPU where the node has one.
+suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available). The table
+says which studies' jobs ask for a GPU (``device: cuda``); their CPU figure is a comparison only.
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def load_config(paths: Iterable[Path | str]) -> dict:
 
 def plan(config: dict, fit: Fit) -> pd.DataFrame:
     """One row per training job of the config's selected studies: study, run, seed, algorithm, model,
-    flops (forward FLOPs per sample), work (W, in work units), seconds (estimated wall seconds on one
+    device (the run's ``device`` setting), flops (forward FLOPs per sample), work (W, in work units), seconds (estimated wall seconds on one
     core), basis and reference (:class:`Estimate`)."""
     suite = build_suite(config)
     rows = []
@@ -398,6 +398,7 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
                         "seed": seed,
                         "algorithm": spec["algorithm"],
                         "model": work.model,
+                        "device": spec["device"],
                         "flops": work.flops,
                         "work": work.total(),
                         "seconds": estimate.seconds,
@@ -410,8 +411,9 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
 
 def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
     """Per study and a total: jobs, estimated core-hours (``seconds · threads / 3600``, nan when no
-    job of the study could be estimated), the longest job in hours, and the basis: ``measured`` or
-    how many jobs were extrapolated (``FLOPs``, ``family``) or left out (``none``)."""
+    job of the study could be estimated), the longest job in hours, the devices its runs ask for, and
+    the basis: ``measured`` or how many jobs were extrapolated (``FLOPs``, ``family``) or left out
+    (``none``). Then a ``total`` row per device setting (when there are several) and the ``TOTAL``."""
     rows = []
     for study, g in jobs.groupby("study", sort=False):
         counts = g["basis"].value_counts()
@@ -427,18 +429,26 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
                 "jobs": len(g),
                 "core_hours": g["seconds"].sum() * threads / 3600 if estimated else math.nan,
                 "longest_job_h": g["seconds"].max() / 3600,
+                "device": ",".join(sorted(set(g["device"]))),
                 "basis": basis,
             }
         )
     table = pd.DataFrame(rows)
-    total = {
-        "study": "TOTAL",
-        "jobs": int(table["jobs"].sum()),
-        "core_hours": table["core_hours"].sum(),
-        "longest_job_h": table["longest_job_h"].max(),
-        "basis": "",
-    }
-    return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+
+    def total(name: str, part: pd.DataFrame, device: str) -> dict:
+        return {
+            "study": name,
+            "jobs": int(part["jobs"].sum()),
+            "core_hours": part["core_hours"].sum(),
+            "longest_job_h": part["longest_job_h"].max(),
+            "device": device,
+            "basis": "",
+        }
+
+    devices = sorted(set(table["device"]))
+    totals = [total("total", table[table["device"] == d], d) for d in devices] if len(devices) > 1 else []
+    totals.append(total("TOTAL", table, ""))
+    return pd.concat([table, pd.DataFrame(totals)], ignore_index=True)
 
 
 def _cpu() -> str:
@@ -498,8 +508,11 @@ def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
             file=out,
         )
     print(
-        "\nNo GPU was available: GPU-hours were not measured. These are CPU core-hours on the machine that "
-        "ran the default suite; the paper-scale studies with device: auto run on a GPU where the node has one.",
+        "\nNo GPU was available: GPU-hours were not measured. These are CPU core-hours (one thread per job) "
+        "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
+        "figure is only a comparison, and device: auto uses a GPU where the node has one. Extrapolating "
+        "by FLOPs to a larger model overestimates: a small model's time includes per-step overhead that "
+        "a larger one amortizes.",
         file=out,
     )
     return jobs
