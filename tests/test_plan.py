@@ -110,13 +110,9 @@ def test_work_counts_rounds_clients_steps_batch_and_parameters():
     assert (wide.clients, wide.steps, wide.batch, wide.units) == (2, 1, 16, 64 * 32 + 32 + 32 * 10 + 10)
     assert wide.model == "dnn 1x8x8 (2410 params)" and wide.flops == 2 * (64 * 32 + 32 * 10)
     quad = job_work(spec_of(MEASURED, "quad", "ffgg"))
-    assert (quad.clients, quad.steps, quad.batch, quad.units, quad.model) == (
-        4,
-        5,
-        50,
-        9,
-        "problem ffgg_quadratic",
-    )
+    # a step of a generated problem: products with each client's (6 + 3) x (6 + 3) Gram matrices
+    assert (quad.clients, quad.steps, quad.batch, quad.units, quad.eval_samples) == (4, 5, 1, 81, 4)
+    assert quad.model == "problem ffgg_quadratic"
 
 
 def test_minimax_local_epochs_count_steps_per_epoch():
@@ -175,6 +171,39 @@ def test_unfinished_and_resumed_jobs_are_not_measured(tmp_path):
         ("small", "pfedme", 1),
         ("wide", "fedavg", 0),
     ]
+
+
+def test_a_measured_run_at_another_scale_keeps_its_own_rate(tmp_path):
+    study = {
+        **DIGITS,
+        "model": {"name": "mlr"},
+        "rounds": 10,
+        "seeds": [0],
+        "defaults": {"batch_size": 8, "local_steps": 2},
+        "runs": {"slow": {"algorithm": "fedavg", "lr": 0.1}, "fast": {"algorithm": "fedavg", "lr": 0.2}},
+    }
+    write_measured(tmp_path, {"studies": {"s": study}}, noise={("slow", 0): 3.0})
+    fit = Fit.from_measured(load_measured(tmp_path / "benchmarks", tmp_path / "runs"))
+    assert fit.rates[("fedavg", "federation", "mlr 1x8x8 (650 params)")] == pytest.approx(2 * RATES["fedavg"])
+    paper = {
+        "studies": {
+            "s_paper": {
+                **study,
+                "rounds": 200,
+                "eval_every": 10,
+                "seeds": [0, 1, 2],
+                "runs": {**study["runs"], "other": {"algorithm": "fedavg", "lr": 0.3}},
+            }
+        }
+    }
+    jobs = plan(paper, fit).set_index(["run", "seed"])
+    for run, basis, rate in (("slow", "same run", 3), ("fast", "same run", 1), ("other", "measured", 2)):
+        work = job_work(spec_of(paper, "s_paper", run))
+        assert work.rounds == 200 and work.evaluations == 21
+        assert jobs.loc[(run, 2), "basis"] == basis
+        assert jobs.loc[(run, 2), "seconds"] == pytest.approx(
+            OVERHEAD + rate * RATES["fedavg"] * work.total()
+        )
 
 
 def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
@@ -273,4 +302,4 @@ def test_configs_merge_key_by_key_and_the_cli_prints_the_table(tmp_path, measure
 
     buffer = io.StringIO()
     jobs = report(load_config([tmp_path / "base.yaml", tmp_path / "paper.yaml"]), measured, out=buffer)
-    assert list(jobs["study"]) == ["wide", "quad"] and set(jobs["basis"]) == {"measured"}
+    assert list(jobs["study"]) == ["wide", "quad"] and set(jobs["basis"]) == {"same run"}

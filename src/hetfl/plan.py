@@ -16,14 +16,17 @@ one core (the workflow gives a training job one thread), where
   per round, τ local steps per client and round, B samples per step, U the model's parameters;
   plus E evaluations (every ``eval_every`` rounds, round 0 and the last) over the N samples of every
   client, an evaluated sample costing a third of a trained one (forward only vs forward + backward).
-  On a generated problem U is the problem's dimension per client (``d_theta + d_w``, ``dim_x + dim_y``
-  or ``dimension``) and B its samples per client (``n``, full gradients; else 1).
+  On a generated problem a step is a product with each client's D × D Gram matrices, whatever its
+  samples: U = D² with D the problem's dimension (``d_theta + d_w``, ``dim_x + dim_y`` or
+  ``dimension``), B = 1, and an evaluation covers N = the clients.
 - ``s0`` (seconds) is the fixed cost of a job: the median over measured jobs of the benchmark's ``s``
   minus the run's ``wall_time_s`` (starting Python, imports, reading the data, writing the outputs).
-- ``c`` (seconds per work unit) is fitted per algorithm and model (:class:`Fit`): the median of
-  ``wall_time_s / W`` over the measured jobs of that algorithm, environment and model (model name,
-  input shape and parameters; or problem, of any size). A planned job with such a measured analog
-  uses that ``c`` (marked ``measured``). One whose model was not measured with its algorithm (VGG-11 on CIFAR-10, a CNN on
+- ``c`` (seconds per work unit) is the median of ``wall_time_s / W`` over measured jobs (:class:`Fit`).
+  A planned job whose run was measured (the same spec but for rounds, ``eval_every``, device, study
+  and run names: a paper study running a default study's run longer, with more seeds) uses the rate
+  of that run's seeds (marked ``same run``). Else it uses the rate fitted over the measured jobs of
+  its algorithm, environment and model (model name, input shape and parameters; or problem, of any
+  size: marked ``measured``). One whose model was not measured with its algorithm (VGG-11 on CIFAR-10, a CNN on
   3×32×32 images, an MLR on 784 pixels where only 60 features were measured) is extrapolated by
   FLOPs: it takes the ``c`` of the algorithm's measured model nearest in forward FLOPs per sample,
   and its U is its own forward FLOPs per sample times ``P / FLOPs`` of that model (marked ``FLOPs``).
@@ -63,6 +66,8 @@ EVAL_COST = 1 / 3
 """Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
 
 DEFAULT_CONFIG = "config/config.yaml"
+SCALE_KEYS = ("rounds", "eval_every", "device", "study", "run")
+"""Spec keys a paper study may change in a measured run without changing the run (:func:`run_key`)."""
 
 
 # ---- the work of a job ---------------------------------------------------------------------------
@@ -169,16 +174,15 @@ def job_work(spec: dict[str, Any]) -> Work:
         dims = (
             ("d_theta", "d_w") if "d_theta" in problem else ("dim_x", "dim_y") if "dim_x" in problem else ()
         )
-        units = float(sum(problem[d] for d in dims) if dims else problem.get("dimension", 1))
-        samples = float(problem.get("n", 1))
+        dimension = float(sum(problem[d] for d in dims) if dims else problem.get("dimension", 1))
         return Work(
             rounds=rounds,
             clients=_trained_clients(hp, clients),
-            steps=_local_steps(spec["algorithm"], hp, samples, samples),
-            batch=samples,
-            units=units,
+            steps=_local_steps(spec["algorithm"], hp, 1, 1),
+            batch=1.0,
+            units=dimension**2,  # a step: products with the client's D × D Gram matrices
             evaluations=evaluations,
-            eval_samples=clients * samples,
+            eval_samples=float(clients),
             flops=0.0,
             model=f"problem {problem['name']}",
         )
@@ -210,6 +214,12 @@ def family(algorithm: str, env: str) -> str:
     return get_algorithm(algorithm, environment=env).__module__.split(".")[2]
 
 
+def run_key(spec: dict[str, Any]) -> str:
+    """What makes two runs the same for the cost: the spec without rounds, ``eval_every``, device,
+    study and run names (canonical JSON)."""
+    return canonical_json({k: v for k, v in spec.items() if k not in SCALE_KEYS})
+
+
 # ---- measured jobs and the fit -------------------------------------------------------------------
 
 
@@ -220,6 +230,7 @@ class Measured:
     Attributes:
         seconds: the benchmark's ``s`` (wall seconds of the whole job).
         train_seconds: the run's ``wall_time_s`` (building the federation, training, evaluating).
+        key: :func:`run_key` of its spec.
     """
 
     study: str
@@ -230,6 +241,7 @@ class Measured:
     work: Work
     seconds: float
     train_seconds: float
+    key: str = ""
 
     @property
     def rate(self) -> float:
@@ -262,6 +274,7 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
                 work=job_work(spec),
                 seconds=float(table["s"].iloc[-1]),
                 train_seconds=float(info["wall_time_s"]),
+                key=run_key(spec),
             )
         )
     return out
@@ -272,8 +285,8 @@ class Estimate:
     """A planned job's estimated cost.
 
     Attributes:
-        seconds: wall seconds on one core. basis: ``measured`` (an analog of the same algorithm and
-        model was measured), ``FLOPs`` (extrapolated from another model by FLOPs), ``family`` (from
+        seconds: wall seconds on one core. basis: ``same run`` (the run was measured, at another scale),
+        ``measured`` (an analog of the same algorithm and model was measured), ``FLOPs`` (extrapolated from another model by FLOPs), ``family`` (from
         the algorithm's family), or ``none`` (nothing to fit on: ``seconds`` is nan).
         reference: the measured group the rate comes from, ``"<algorithm> on <model>"``.
     """
@@ -293,26 +306,31 @@ class Fit:
         counts: measured jobs per group.
         sizes: ``model -> (F, U)`` of each measured model: forward FLOPs per sample (0 on a
             generated problem) and work units per sample.
+        run_rates: ``run_key -> seconds per work unit``, the median over that run's measured seeds.
     """
 
     overhead: float
     rates: dict[tuple[str, str, str], float]
     counts: dict[tuple[str, str, str], int]
     sizes: dict[str, tuple[float, float]] = field(default_factory=dict)
+    run_rates: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_measured(cls, measured: Iterable[Measured]) -> Fit:
         """Fit s0 and the rates on measured jobs (medians; see the module docstring)."""
         measured = list(measured)
         groups: dict[tuple[str, str, str], list[float]] = {}
+        runs: dict[str, list[float]] = {}
         for m in measured:
             groups.setdefault((m.algorithm, m.environment, m.work.model), []).append(m.rate)
+            runs.setdefault(m.key, []).append(m.rate)
         overhead = median(max(0.0, m.seconds - m.train_seconds) for m in measured) if measured else 0.0
         return cls(
             overhead=overhead,
             rates={k: median(v) for k, v in groups.items()},
             counts={k: len(v) for k, v in groups.items()},
             sizes={m.work.model: (m.work.flops, m.work.units) for m in measured},
+            run_rates={k: median(v) for k, v in runs.items() if k},
         )
 
     def _nearest(self, keys: list[tuple[str, str, str]], work: Work) -> tuple[str, str, str]:
@@ -332,11 +350,15 @@ class Fit:
         units = work.flops * ref_units / ref_flops if ref_flops > 0 and work.flops > 0 else work.units
         return self.rates[key] * work.total(units)
 
-    def estimate(self, algorithm: str, env: str, work: Work) -> Estimate:
-        """The estimated wall seconds of a job of ``algorithm`` on ``env`` with size ``work``: from the
-        measured group of the same algorithm and model (``measured``), else from the algorithm's
-        measured model nearest in size, scaled by FLOPs (``FLOPs``), else from the nearest of the
-        algorithm family's (``family``)."""
+    def estimate(self, algorithm: str, env: str, work: Work, key: str = "") -> Estimate:
+        """The estimated wall seconds of a job of ``algorithm`` on ``env`` with size ``work`` and
+        :func:`run_key` ``key``: from the same run measured (``same run``), else from the measured
+        group of the same algorithm and model (``measured``), else from the algorithm's measured model
+        nearest in size, scaled by FLOPs (``FLOPs``), else from the nearest of the algorithm
+        family's (``family``)."""
+        if key in self.run_rates:
+            seconds = self.overhead + self.run_rates[key] * work.total()
+            return Estimate(seconds, "same run", f"{algorithm} on {work.model}")
         exact = (algorithm, env, work.model)
         if exact in self.rates:
             seconds = self.rates[exact] * work.total()
@@ -389,7 +411,7 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
         for label in study.runs:
             spec = json.loads(study.run_json(label))
             work, env = job_work(spec), environment(spec)
-            estimate = fit.estimate(spec["algorithm"], env, work)
+            estimate = fit.estimate(spec["algorithm"], env, work, run_key(spec))
             for seed in study.seeds:
                 rows.append(
                     {
@@ -419,7 +441,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
         counts = g["basis"].value_counts()
         basis = ", ".join(
             f"{b}" if counts.get(b) == len(g) else f"{b} {counts[b]}/{len(g)}"
-            for b in ("measured", "FLOPs", "family", "none")
+            for b in ("same run", "measured", "FLOPs", "family", "none")
             if b in counts
         )
         estimated = g["seconds"].notna().any()
