@@ -96,7 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--studies", nargs="+", default=["collab_synth_d10", "collab_mnist"])
     parser.add_argument("--rounds", type=int, default=None, help="batched rounds (default: per study)")
-    parser.add_argument("--config", default=str(ROOT / "config/studies/collaborative.yaml"))
+    parser.add_argument("--config", default=str(ROOT / "config/config.yaml"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     suite = build_suite(yaml.safe_load(Path(args.config).read_text()))
