@@ -137,7 +137,8 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
 
     Returns:
         The ``Resumed`` record, or None (the algorithm untouched) when there is no checkpoint, it is
-        unreadable, or it belongs to another run (key, format or torch version differ).
+        unreadable or cannot be restored, or it belongs to another run (key, format or torch
+        version differ). Never raises for a bad checkpoint file.
     """
     path = Path(path)
     if not path.is_file():
@@ -145,7 +146,7 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
     try:
         with open(path, "rb") as f:
             record = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+    except Exception:  # unreadable or truncated: start afresh (it is overwritten at the next save)
         return None
     if (
         not isinstance(record, dict)
@@ -155,6 +156,9 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
     ):
         return None
     objects = {p: obj for p, obj in _shared_objects(algorithm.env).values()}
-    state = _Unpickler(io.BytesIO(record["state"]), objects).load()
+    try:
+        state = _Unpickler(io.BytesIO(record["state"]), objects).load()
+    except Exception:  # e.g. the rebuilt environment lacks an object it refers to: start afresh
+        return None
     vars(algorithm).update(state)
     return Resumed(record["round"], record["metrics"], record["client_metrics"], record["elapsed_s"])
