@@ -95,6 +95,45 @@ def test_batched_matches_reference(name, hp, sampling, model):
             _assert_same(models, ref, model_name, fed.num_clients, atol=1e-10)
 
 
+@pytest.mark.parametrize("carry", [True, False])
+@pytest.mark.parametrize("model", ["mlr", "dnn"])
+@pytest.mark.parametrize("case", [4, 5, 6])
+def test_pfedme_carried_input_product_matches_reference(case, model, carry, monkeypatch):
+    """pFedMe's inner solver carrying W·x across the K steps (and the plain one) equals the reference,
+    with padded minibatches, the inner ridge term and both inner initializations."""
+    name, hp, sampling = CASES[case]
+    fed = tiny_federation(model)
+    calls = []
+    preact = fed.model.loss_grads_preact
+    monkeypatch.setattr(fed.model, "loss_grads_preact", lambda *a: calls.append(1) or preact(*a))
+    cls = get_algorithm(name)
+    params = cls.Hyperparameters.from_dict(hp, "test")
+    algorithm = cls(fed, params, 3, sampling)
+    algorithm.carry_input_product = carry
+    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 3)
+    reference = REFERENCES[name](fed, params, 3, schedule, sampling)
+    for t in range(1, ROUNDS + 1):
+        algorithm.round(t, schedule[t - 1])
+        ref = next(reference)
+        for model_name in ref:
+            _assert_same(algorithm.eval_models(), ref, model_name, fed.num_clients, atol=1e-10)
+    assert bool(calls) == carry
+
+
+def test_pfedme_carries_the_input_product_where_cheaper():
+    fed = tiny_federation("dnn", sample_shape=(1, 8, 8))  # out 5, in 64
+    cls = get_algorithm("pfedme")
+    hp = dict(CASES[4][1])
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({**hp, "K": 5}, "t"), 0, "epoch")
+    batch = fed.batch(algorithm.sampler, fed.all_clients())  # B = 4: 3·5·4 + 16 < 10·5·4
+    assert algorithm._carry_input_product(batch)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({**hp, "K": 1}, "t"), 0, "epoch")
+    assert not algorithm._carry_input_product(batch)  # 3·5·4 + 16 > 2·5·4
+    cnn = tiny_federation("cnn")
+    algorithm = cls(cnn, cls.Hyperparameters.from_dict(hp, "t"), 0, "epoch")
+    assert not algorithm._carry_input_product(cnn.batch(algorithm.sampler, cnn.all_clients()))
+
+
 @pytest.mark.parametrize("name,hp,sampling", CASES[:1] + CASES[4:5])
 def test_float32_matches_reference(name, hp, sampling):
     fed = tiny_federation("dnn", dtype=torch.float32)

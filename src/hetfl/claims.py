@@ -38,12 +38,15 @@ import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from hetfl.aggregate import seed_values
 from hetfl.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas and hetfl.aggregate (scipy) are imported where claims are checked, so that
+    # validating a config (every training job does) does not pay for them
+    import pandas as pd
 
 FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
 """Statistic functions and how many integer arguments follow the operand."""
@@ -319,6 +322,10 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
     Raises:
         ConfigError: a check does not parse (key ``claims[i].check``).
     """
+    import pandas as pd
+
+    from hetfl.aggregate import seed_values
+
     cache: dict[tuple[str, int | None], dict[tuple[str, str], pd.Series]] = {}
     rows = []
     for i, claim in enumerate(claims):
@@ -357,6 +364,8 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
 def claims_markdown(df: pd.DataFrame) -> str:
     """A Markdown table of checked claims (id, claim, check, holds, seeds, comparisons), followed by
     each claim's operands with their mean ± std over seeds."""
+
+    import pandas as pd
 
     def cell(text: object) -> str:
         return str(text).replace("|", "\\|")

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import seaborn as sns
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from hetfl.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas, seaborn and matplotlib are imported where a figure is drawn, so that
+    # validating a config (every training job does) does not pay for them
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 FIGURE_KEYS = ("name", "kind", "metrics", "runs", "labels", "title", "logy", "ylim", "smooth", "x")
 KINDS = ("heatmap", "lines")  # what draw() can draw: metric curves (plot_figure), matrices (plot_heatmap)
@@ -207,6 +208,8 @@ def run_labels(long: pd.DataFrame, fig: dict, status: pd.DataFrame | None = None
     the order of ``long``): the pretty label from ``fig["labels"]`` (default: the run label),
     followed by `` (diverged k/n)`` when k of the run's n seeds diverged. Runs without a finite
     value of the figure's metrics are left out. ``status`` as in :func:`plot_figure`."""
+    import pandas as pd
+
     data = _select(long, fig)
     counts = _diverged(data, status).reindex(pd.unique(data["run"]), fill_value=0)
     present = set(data.loc[np.isfinite(data["value"]), "run"])
@@ -251,6 +254,11 @@ def plot_figure(
     Raises:
         ValueError: there are no finite values of the figure's metrics for its runs.
     """
+    import seaborn as sns
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     data = _select(long, fig)
     data = data[np.isfinite(data["value"])]
     if data.empty:
@@ -394,6 +402,9 @@ def plot_heatmap(
     Raises:
         ValueError: see :func:`heatmap_matrices`.
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     matrices = heatmap_matrices(fig, artifacts)
     rows, cols = len(matrices), len(fig["at"])
     figure = Figure(figsize=(2.6 * cols + 0.8, 2.5 * rows + 0.6), layout="constrained")

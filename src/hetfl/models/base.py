@@ -195,6 +195,29 @@ class BatchedModel(ABC):
             grads = torch.autograd.grad(loss.sum(), list(leaves.values()))
         return loss.detach(), dict(zip(leaves, grads, strict=True))
 
+    def linear_input_layer(self) -> str | None:
+        """The layer whose weight ``W [C, out, in]`` reaches the logits only through ``W @ x`` (the
+        flattened input, column-major ``[C, in, B]``), when the model has one and supports
+        :meth:`loss_grads_preact`; else None (the default).
+
+        Lets an algorithm that takes several steps on one minibatch carry ``W @ x`` along instead of
+        recomputing it (pFedMe's inner solver, ``hetfl.algorithms.personalized.pfedme``).
+        """
+        return None
+
+    def loss_grads_preact(
+        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Params, Tensor]:
+        """Like :meth:`loss_grads`, given ``z1 = W @ x [C, out, B]`` of :meth:`linear_input_layer`.
+
+        Returns:
+            ``(loss [C], grads of every parameter but W, delta [C, out, B])``, ``delta`` = dL/dz1.
+
+        Raises:
+            NotImplementedError: the model has no linear input layer.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no linear input layer")
+
     @abstractmethod
     def reference_module(self) -> nn.Module:
         """The same architecture as a plain single-client ``nn.Module``; ``state_dict`` keys = param names."""

@@ -48,13 +48,17 @@ class MLP(BatchedModel):
                 out[f"{name}.bias"] = ((fan_out,), fan_in)
         return out
 
-    def _forward(self, params: Params, x: Tensor) -> tuple[Tensor, list[Tensor]]:
-        """Logits ``[C, K, B]`` and the input of every layer (column-major), for the backward pass."""
-        h = self.flat_input(x)
+    def _forward(self, params: Params, x: Tensor | None, z1: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+        """Logits ``[C, K, B]`` and the input of every layer (column-major), for the backward pass.
+
+        ``z1 [C, out, B]``, when given, is the first layer's product ``W x`` (without its bias), used
+        instead of computing it; ``x`` is then not needed (the first input is recorded as None).
+        """
+        h = None if x is None else self.flat_input(x)
         inputs = []
         for i, (name, _, _) in enumerate(self.fc):
             inputs.append(h)
-            z = bmm(self.weight(params, name), h)
+            z = z1.clone() if i == 0 and z1 is not None else bmm(self.weight(params, name), h)
             if self.bias:
                 z = z.add_(params[f"{name}.bias"].unsqueeze(2))
             h = torch.relu_(z) if i < len(self.fc) - 1 else z
@@ -84,6 +88,37 @@ class MLP(BatchedModel):
             ``(loss [C], grads dict[str, Tensor[C, ...]])``.
         """
         out, inputs = self._forward(params, x)
+        loss, grads, _ = self._backward(params, out, inputs, y, mask, first_weight=True)
+        return loss, {k: grads[k] for k in params}
+
+    def linear_input_layer(self) -> str | None:
+        """``fc1``: the logits depend on ``fc1.weight`` only through ``fc1.weight @ x`` (see the base class).
+
+        None with the adapter split (the effective weight is ``W + up · down``)."""
+        return None if self.split == "adapter" else self.fc[0][0]
+
+    @torch.no_grad()
+    def loss_grads_preact(
+        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Params, Tensor]:
+        """Loss and gradients given the first layer's product ``z1 = fc1.weight @ x``.
+
+        Args:
+            params: ``[C, ...]``; z1: ``[C, out1, B]``; y, mask: as in :meth:`loss_grads`.
+
+        Returns:
+            ``(loss [C], grads of every parameter but fc1.weight, delta [C, out1, B])``: ``delta`` is the
+            gradient in ``z1``, so that the gradient in ``fc1.weight`` is ``delta @ xᵀ``.
+        """
+        out, inputs = self._forward(params, None, z1)
+        loss, grads, delta = self._backward(params, out, inputs, y, mask, first_weight=False)
+        return loss, {k: grads[k] for k in params if k in grads}, delta
+
+    def _backward(
+        self, params: Params, out: Tensor, inputs: list, y: Tensor, mask: Tensor | None, first_weight: bool
+    ) -> tuple[Tensor, Params, Tensor]:
+        """``(loss [C], grads, dL/dz1 [C, out1, B])`` from the logits and the layers' inputs;
+        ``fc1.weight``'s gradient only if ``first_weight``."""
         if self.task == "classification":
             logp = torch.log_softmax(out, 1)  # [C, K, B]
             loss = F.nll_loss(logp, y, reduction="none")  # [C, B]
@@ -106,17 +141,19 @@ class MLP(BatchedModel):
         for i in range(len(self.fc) - 1, -1, -1):
             name = self.fc[i][0]
             h = inputs[i]  # [C, in, B]
-            g_w = bmm(delta, h.transpose(1, 2))  # gradient in the effective weight [C, out, in]
-            grads[f"{name}.weight"] = g_w
             if self.bias:
                 grads[f"{name}.bias"] = delta.sum(2)
+            if i == 0 and not first_weight:
+                break
+            g_w = bmm(delta, h.transpose(1, 2))  # gradient in the effective weight [C, out, in]
+            grads[f"{name}.weight"] = g_w
             if self.split == "adapter":  # W_eff = W + up · down
                 up, down = params[f"{name}.lora_up"], params[f"{name}.lora_down"]
                 grads[f"{name}.lora_up"] = bmm(g_w, down.transpose(1, 2))
                 grads[f"{name}.lora_down"] = bmm(up.transpose(1, 2), g_w)
             if i:
                 delta = bmm(self.weight(params, name).transpose(1, 2), delta).mul_(h > 0)  # ReLU'
-        return loss, {k: grads[k] for k in params}
+        return loss, grads, delta
 
     def reference_module(self) -> nn.Module:
         rank = self.adapter_rank if self.split == "adapter" else 0

@@ -43,6 +43,7 @@ from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
+from hetfl.models.linalg import bmm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,7 @@ class PFedMe(FederatedAlgorithm):
         self.w = self.initial_model()
         self.theta = broadcast(self.w, fed.num_clients)
         self.local = broadcast(self.w, fed.num_clients)
+        self.carry_input_product: bool | None = None  # _inner_steps_carried: None where cheaper; True, False
 
     def _local_rounds(self, clients: Tensor) -> tuple[Params, Params]:
         """R local rounds of ``clients [C]`` from w_t. Returns (θ̃ [C, ...], w_{i,R} [C, ...])."""
@@ -91,19 +93,71 @@ class PFedMe(FederatedAlgorithm):
             batch = self.fed.batch(self.sampler, clients)  # one D_i for all K inner steps
             if hp.inner_init == "local":
                 theta = clone(local)
-            thetas, locals_ = list(theta.values()), list(local.values())
-            for _ in range(hp.K):
-                # θ ← θ − plr (∇f̃(θ; D) + λ(θ − w_{i,r}) + μθ), as θ ← lerp(θ, w_{i,r}, plr·λ) − plr (∇f̃ + μθ)
-                _, grads = client_grads(self.fed.model, theta, batch)
-                with torch.no_grad():
-                    g = list(grads.values())
-                    if hp.inner_l2:
-                        torch._foreach_add_(g, thetas, alpha=hp.inner_l2)
-                    torch._foreach_lerp_(thetas, locals_, hp.personal_lr * hp.lam)
-                    torch._foreach_add_(thetas, g, alpha=-hp.personal_lr)
+            if self._carry_input_product(batch):
+                self._inner_steps_carried(theta, local, batch)
+            else:
+                self._inner_steps(theta, local, batch, list(theta))
             with torch.no_grad():  # w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i) = lerp(w_{i,r}, θ̃_i, ηλ)
-                torch._foreach_lerp_(locals_, thetas, hp.lr * hp.lam)
+                torch._foreach_lerp_(list(local.values()), list(theta.values()), hp.lr * hp.lam)
         return theta, local
+
+    def _step(self, theta: Params, local: Params, grads: Params, keys: list[str]) -> None:
+        """One inner step on ``keys``: θ ← θ − plr (g + λ(θ − w_{i,r}) + μθ), as
+        θ ← lerp(θ, w_{i,r}, plr·λ) − plr (g + μθ). ``grads`` is overwritten."""
+        hp = self.hp
+        thetas, g = [theta[k] for k in keys], [grads[k] for k in keys]
+        with torch.no_grad():
+            if hp.inner_l2:
+                torch._foreach_add_(g, thetas, alpha=hp.inner_l2)
+            torch._foreach_lerp_(thetas, [local[k] for k in keys], hp.personal_lr * hp.lam)
+            torch._foreach_add_(thetas, g, alpha=-hp.personal_lr)
+
+    def _inner_steps(self, theta: Params, local: Params, batch, keys: list[str]) -> None:
+        """K gradient steps of the inner problem on one minibatch, in place on ``theta [C, ...]``."""
+        for _ in range(self.hp.K):
+            _, grads = client_grads(self.fed.model, theta, batch)
+            self._step(theta, local, grads, keys)
+
+    def _carry_input_product(self, batch) -> bool:
+        """Whether carrying ``W x`` (:meth:`_inner_steps_carried`) costs fewer multiply-adds than the
+        plain steps: 3·out·B + B² against 2K·out·B per input feature (or as ``carry_input_product`` says,
+        where the model allows it)."""
+        layer = self.fed.model.linear_input_layer()
+        if layer is None or self.carry_input_product is not None:
+            return layer is not None and bool(self.carry_input_product)
+        out, size = self.w[f"{layer}.weight"].shape[1], batch.x.shape[1]
+        return 3 * out * size + size * size < 2 * self.hp.K * out * size
+
+    def _inner_steps_carried(self, theta: Params, local: Params, batch) -> None:
+        """The same K steps as :meth:`_inner_steps` (same result up to rounding), carrying the product
+        of the model's linear input layer ``W`` with the minibatch instead of forming it each step.
+
+        With ``x [C, in, B]`` fixed over the K steps, ∇_W f̃ = δ xᵀ (δ = dL/d(Wx), ``[C, out, B]``) and
+        W_{k+1} = c W_k + a w − plr δ_k xᵀ (c = 1 − plr(λ + μ), a = plr·λ, w = w_{i,r}'s W), so
+        W_{k+1} x = c W_k x + a (w x) − plr δ_k (xᵀ x) and
+        W_K = c^K W_0 + a (Σ_{j<K} c^j) w − plr (Σ_k c^{K−1−k} δ_k) xᵀ:
+        four products with x (W_0 x, w x, xᵀx, the last one) instead of two per step.
+        """
+        hp, model = self.hp, self.fed.model
+        key = f"{model.linear_input_layer()}.weight"
+        rest = [k for k in theta if k != key]
+        x = model.flat_input(batch.x)  # [C, in, B]
+        mask = None if batch.full else batch.mask
+        a = hp.personal_lr * hp.lam
+        c = 1.0 - a - hp.personal_lr * hp.inner_l2
+        with torch.no_grad():
+            z = bmm(theta[key], x)  # W_k x, [C, out, B]
+            wx = bmm(local[key], x)
+            gram = bmm(x.transpose(1, 2), x)  # [C, B, B]
+            deltas = torch.zeros_like(z)  # Σ_k c^{K−1−k} δ_k
+            for _ in range(hp.K):
+                _, grads, delta = model.loss_grads_preact(theta, z, batch.y, mask)
+                self._step(theta, local, grads, rest)
+                z.mul_(c).add_(wx, alpha=a).sub_(bmm(delta, gram), alpha=hp.personal_lr)
+                deltas.mul_(c).add_(delta)
+            w = theta[key]
+            w.mul_(c**hp.K).add_(local[key], alpha=a * sum(c**j for j in range(hp.K)))
+            w.sub_(bmm(deltas, x.transpose(1, 2)), alpha=hp.personal_lr)
 
     def round(self, t: int, sampled: Tensor) -> None:
         if self.hp.train_clients == "all":
