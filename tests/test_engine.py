@@ -142,6 +142,26 @@ def test_mlp_backward_matches_autograd(hidden, masked):
     torch.testing.assert_close(loss, ref_loss, rtol=0, atol=1e-12)
     for k in params:
         torch.testing.assert_close(grads[k], ref_grads[k], rtol=0, atol=1e-12)
+    assert_preact_grads(model, params, x, y, mask, ref_loss, ref_grads)
+
+
+def assert_preact_grads(model, params, x, y, mask, ref_loss, ref_grads):
+    """``loss_grads_preact`` given W·x: the same loss and gradients, W's as delta @ xᵀ."""
+    layer = model.linear_input_layer()
+    h = model.flat_input(x)
+    z1 = torch.bmm(params[f"{layer}.weight"], h)
+    for need_loss in (True, False):
+        loss, grads, delta = model.loss_grads_preact(params, z1, y, mask, need_loss=need_loss)
+        if need_loss:
+            torch.testing.assert_close(loss, ref_loss, rtol=0, atol=1e-12)
+        else:
+            assert loss is None
+        assert set(grads) == set(params) - {f"{layer}.weight"}
+        for k, g in grads.items():
+            torch.testing.assert_close(g, ref_grads[k], rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            torch.bmm(delta, h.transpose(1, 2)), ref_grads[f"{layer}.weight"], rtol=0, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -105,7 +105,7 @@ def test_pfedme_carried_input_product_matches_reference(case, model, carry, monk
     fed = tiny_federation(model)
     calls = []
     preact = fed.model.loss_grads_preact
-    monkeypatch.setattr(fed.model, "loss_grads_preact", lambda *a: calls.append(1) or preact(*a))
+    monkeypatch.setattr(fed.model, "loss_grads_preact", lambda *a, **k: calls.append(1) or preact(*a, **k))
     cls = get_algorithm(name)
     params = cls.Hyperparameters.from_dict(hp, "test")
     algorithm = cls(fed, params, 3, sampling)

@@ -19,6 +19,7 @@ from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel, build_model, normalize_model_spec
 from hetfl.reference import REFERENCES
 from hetfl.train import RunOutputs, train
+from tests.test_engine import assert_preact_grads
 
 LSR = {"name": "synthetic_lsr", "num_users": 6, "dimension": 3, "samples_per_user": 60, "seed": 1}
 
@@ -55,6 +56,7 @@ def test_squared_loss_gradients_match_autograd(model, bias, outputs, masked):
     for k in params:
         torch.testing.assert_close(grads[k], ref_grads[k], rtol=0, atol=1e-12)
     assert ("fc1.bias" in params) == bias or model == "dnn"
+    assert_preact_grads(fed.model, params, x, y, mask, ref_loss, ref_grads)
 
 
 @pytest.mark.parametrize("name", ["fedavg", "local", "pfedme"])

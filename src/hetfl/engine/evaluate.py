@@ -18,6 +18,12 @@ from hetfl.engine.params import Params
 from hetfl.models.base import sample_losses
 
 
+def top1(logits: Tensor) -> Tensor:
+    """The predicted class of class-major ``logits [C, K, B]``: ``[C, B]``, the first maximum on ties,
+    as ``argmax(1)``, which is several times slower on this layout on CPU (torch 2.x)."""
+    return logits.max(1).indices
+
+
 @dataclass
 class SplitScores:
     """Per-client sums on one split: ``loss_sum``, ``correct``, ``count``: ``Tensor[N]`` float64 (CPU).
@@ -97,7 +103,7 @@ class Evaluator:
         out.loss_sum.index_add_(0, owner.cpu(), (loss * m).sum(1).double().cpu())
         out.count.index_add_(0, owner.cpu(), m.sum(1).double().cpu())
         if out.has_acc:
-            correct = (logits.argmax(1) == y).to(loss.dtype)
+            correct = (top1(logits) == y).to(loss.dtype)
             out.correct.index_add_(0, owner.cpu(), (correct * m).sum(1).double().cpu())
 
     def _shared(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
@@ -113,7 +119,7 @@ class Evaluator:
             out.loss_sum.index_add_(0, owner, loss.double().cpu())
             out.count.index_add_(0, owner, torch.ones(stop - start, dtype=torch.float64))
             if out.has_acc:
-                out.correct.index_add_(0, owner, (logits.argmax(1)[0] == y[0]).double().cpu())
+                out.correct.index_add_(0, owner, (top1(logits)[0] == y[0]).double().cpu())
 
     def _per_client(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
         model = self.fed.model

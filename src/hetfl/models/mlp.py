@@ -48,7 +48,9 @@ class MLP(BatchedModel):
                 out[f"{name}.bias"] = ((fan_out,), fan_in)
         return out
 
-    def _forward(self, params: Params, x: Tensor | None, z1: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+    def _forward(
+        self, params: Params, x: Tensor | None, z1: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
         """Logits ``[C, K, B]`` and the input of every layer (column-major), for the backward pass.
 
         ``z1 [C, out, B]``, when given, is the first layer's product ``W x`` (without its bias), used
@@ -58,9 +60,12 @@ class MLP(BatchedModel):
         inputs = []
         for i, (name, _, _) in enumerate(self.fc):
             inputs.append(h)
-            z = z1.clone() if i == 0 and z1 is not None else bmm(self.weight(params, name), h)
-            if self.bias:
-                z = z.add_(params[f"{name}.bias"].unsqueeze(2))
+            if i == 0 and z1 is not None:  # a new tensor: z1 stays as it is
+                z = z1 + params[f"{name}.bias"].unsqueeze(2) if self.bias else z1.clone()
+            else:
+                z = bmm(self.weight(params, name), h)
+                if self.bias:
+                    z = z.add_(params[f"{name}.bias"].unsqueeze(2))
             h = torch.relu_(z) if i < len(self.fc) - 1 else z
         return h, inputs
 
@@ -99,44 +104,59 @@ class MLP(BatchedModel):
 
     @torch.no_grad()
     def loss_grads_preact(
-        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Params, Tensor]:
+        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None, need_loss: bool = True
+    ) -> tuple[Tensor | None, Params, Tensor]:
         """Loss and gradients given the first layer's product ``z1 = fc1.weight @ x``.
 
         Args:
-            params: ``[C, ...]``; z1: ``[C, out1, B]``; y, mask: as in :meth:`loss_grads`.
+            params: ``[C, ...]``; z1: ``[C, out1, B]``; y, mask: as in :meth:`loss_grads`;
+            need_loss: False: the loss is not computed (None), only the gradients.
 
         Returns:
             ``(loss [C], grads of every parameter but fc1.weight, delta [C, out1, B])``: ``delta`` is the
             gradient in ``z1``, so that the gradient in ``fc1.weight`` is ``delta @ xᵀ``.
         """
         out, inputs = self._forward(params, None, z1)
-        loss, grads, delta = self._backward(params, out, inputs, y, mask, first_weight=False)
+        loss, grads, delta = self._backward(
+            params, out, inputs, y, mask, first_weight=False, need_loss=need_loss
+        )
         return loss, {k: grads[k] for k in params if k in grads}, delta
 
     def _backward(
-        self, params: Params, out: Tensor, inputs: list, y: Tensor, mask: Tensor | None, first_weight: bool
-    ) -> tuple[Tensor, Params, Tensor]:
-        """``(loss [C], grads, dL/dz1 [C, out1, B])`` from the logits and the layers' inputs;
-        ``fc1.weight``'s gradient only if ``first_weight``."""
+        self,
+        params: Params,
+        out: Tensor,
+        inputs: list,
+        y: Tensor,
+        mask: Tensor | None,
+        first_weight: bool,
+        need_loss: bool = True,
+    ) -> tuple[Tensor | None, Params, Tensor]:
+        """``(loss [C] or None, grads, dL/dz1 [C, out1, B])`` from the logits and the layers' inputs;
+        ``fc1.weight``'s gradient only if ``first_weight``, the loss only if ``need_loss``."""
+        loss = None
         if self.task == "classification":
-            logp = torch.log_softmax(out, 1)  # [C, K, B]
-            loss = F.nll_loss(logp, y, reduction="none")  # [C, B]
-            delta = logp.exp_()  # d(cross-entropy)/d(logits) = softmax − one-hot
+            if need_loss:
+                logp = torch.log_softmax(out, 1)  # [C, K, B]
+                loss = F.nll_loss(logp, y, reduction="none")  # [C, B]
+                delta = logp.exp_()  # d(cross-entropy)/d(logits) = softmax − one-hot
+            else:
+                delta = torch.softmax(out, 1)
             delta.scatter_add_(1, y.unsqueeze(1), torch.full_like(y, -1, dtype=delta.dtype).unsqueeze(1))
         else:
             delta = out - y.transpose(1, 2)  # residual [C, K, B]
-            loss = delta.pow(2).mean(1)
+            loss = delta.pow(2).mean(1) if need_loss else None
             delta.mul_(2.0 / out.shape[1])  # d(mean_k r_k²)/d(out)
         if mask is None:
-            count = torch.full((y.shape[0],), float(y.shape[1]), dtype=delta.dtype, device=delta.device)
-            loss = loss.mean(1)
+            count = float(y.shape[1])
+            loss = None if loss is None else loss.mean(1)
+            delta.div_(count)  # dL/dz of the last layer, [C, K, B]
         else:
             m = mask.to(delta.dtype)
             count = m.sum(1)
             delta.mul_(m.unsqueeze(1))
-            loss = (loss * m).sum(1) / count
-        delta.div_(count.view(-1, 1, 1))  # dL/dz of the last layer, [C, K, B]
+            loss = None if loss is None else (loss * m).sum(1) / count
+            delta.div_(count.view(-1, 1, 1))
         grads: Params = {}
         for i in range(len(self.fc) - 1, -1, -1):
             name = self.fc[i][0]

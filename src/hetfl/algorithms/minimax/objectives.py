@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hetfl.algorithms.minimax.projections import project_ball, project_simplex
+from hetfl.engine.evaluate import top1
 from hetfl.engine.federation import Batch, ClientSplit, Federation
 from hetfl.engine.params import Params
 from hetfl.models.linalg import bmm
@@ -102,7 +103,7 @@ class Objective:
                     xb = xb + shift
                 logits = self.model.forward(x, xb.unsqueeze(0))[0]  # [K, b]
                 losses.append(F.cross_entropy(logits.T, yb, reduction="none").double())
-                correct.append((logits.argmax(0) == yb).double())
+                correct.append((top1(logits[None])[0] == yb).double())
         return torch.cat(losses).cpu(), torch.cat(correct).cpu()
 
     def client_means(self, values: Tensor, data: ClientSplit) -> Tensor:

@@ -147,14 +147,14 @@ class PFedMe(FederatedAlgorithm):
         c = 1.0 - a - hp.personal_lr * hp.inner_l2
         with torch.no_grad():
             z = bmm(theta[key], x)  # W_k x, [C, out, B]
-            wx = bmm(local[key], x)
+            awx = bmm(local[key], x).mul_(a)  # a·(w x)
             gram = bmm(x.transpose(1, 2), x)  # [C, B, B]
             deltas = torch.zeros_like(z)  # Σ_k c^{K−1−k} δ_k
             for _ in range(hp.K):
-                _, grads, delta = model.loss_grads_preact(theta, z, batch.y, mask)
+                _, grads, delta = model.loss_grads_preact(theta, z, batch.y, mask, need_loss=False)
                 self._step(theta, local, grads, rest)
-                z.mul_(c).add_(wx, alpha=a).sub_(bmm(delta, gram), alpha=hp.personal_lr)
-                deltas.mul_(c).add_(delta)
+                z = torch.baddbmm(awx, delta, gram, alpha=-hp.personal_lr).add_(z, alpha=c)
+                deltas = delta.add_(deltas, alpha=c)
             w = theta[key]
             w.mul_(c**hp.K).add_(local[key], alpha=a * sum(c**j for j in range(hp.K)))
             w.sub_(bmm(deltas, x.transpose(1, 2)), alpha=hp.personal_lr)
