@@ -27,6 +27,10 @@ Paper vs official code, as named options (default = paper where the paper is exp
 | ``train_clients`` | ``all`` (all N clients do the local rounds, both paper and code) | ``all`` |
 | minibatches | the study's ``sampling`` (``epoch``: fresh shuffled batches) | ``sampling: sequential`` |
 
+Implementation: with a model whose input layer is linear (MLR, DNN), the K inner steps carry the
+product ``W x`` of that layer with the minibatch instead of recomputing it (``_inner_steps_carried``):
+the same iterates up to rounding, fewer multiply-adds; ``carry_input_product`` forces either path.
+
 ``train_clients: sampled`` is an extension (only the S sampled clients train; the others keep their
 last personal model): cheaper, not the paper.
 """
