@@ -77,14 +77,14 @@ def _assert_same(batched: dict, reference: dict, model: str, num_clients: int, a
                 torch.testing.assert_close(params[k][i], v, atol=atol, rtol=0)
 
 
-@pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
-@pytest.mark.parametrize("name,hp,sampling", CASES)
-def test_batched_matches_reference(name, hp, sampling, model):
-    fed = tiny_federation(model)
+def _follow_reference(fed, name, hp, sampling, seed, atol, configure=None):
+    """Run algorithm ``name`` and its per-client reference for ROUNDS rounds on ``fed``; after every
+    round, every model the reference yields equals the batched one within ``atol``."""
     cls = get_algorithm(name)
     params = cls.Hyperparameters.from_dict(hp, "test")
-    seed = 3
     algorithm = cls(fed, params, seed, sampling)
+    if configure is not None:
+        configure(algorithm)
     schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, seed)
     reference = REFERENCES[name](fed, params, seed, schedule, sampling)
     for t in range(1, ROUNDS + 1):
@@ -92,7 +92,13 @@ def test_batched_matches_reference(name, hp, sampling, model):
         ref = next(reference)
         models = algorithm.eval_models()
         for model_name in ref:
-            _assert_same(models, ref, model_name, fed.num_clients, atol=1e-10)
+            _assert_same(models, ref, model_name, fed.num_clients, atol=atol)
+
+
+@pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
+@pytest.mark.parametrize("name,hp,sampling", CASES)
+def test_batched_matches_reference(name, hp, sampling, model):
+    _follow_reference(tiny_federation(model), name, hp, sampling, seed=3, atol=1e-10)
 
 
 @pytest.mark.parametrize("carry", [True, False])
@@ -106,17 +112,11 @@ def test_pfedme_carried_input_product_matches_reference(case, model, carry, monk
     calls = []
     preact = fed.model.loss_grads_preact
     monkeypatch.setattr(fed.model, "loss_grads_preact", lambda *a, **k: calls.append(1) or preact(*a, **k))
-    cls = get_algorithm(name)
-    params = cls.Hyperparameters.from_dict(hp, "test")
-    algorithm = cls(fed, params, 3, sampling)
-    algorithm.carry_input_product = carry
-    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 3)
-    reference = REFERENCES[name](fed, params, 3, schedule, sampling)
-    for t in range(1, ROUNDS + 1):
-        algorithm.round(t, schedule[t - 1])
-        ref = next(reference)
-        for model_name in ref:
-            _assert_same(algorithm.eval_models(), ref, model_name, fed.num_clients, atol=1e-10)
+
+    def configure(algorithm):
+        algorithm.carry_input_product = carry
+
+    _follow_reference(fed, name, hp, sampling, seed=3, atol=1e-10, configure=configure)
     assert bool(calls) == carry
 
 
@@ -136,17 +136,7 @@ def test_pfedme_carries_the_input_product_where_cheaper():
 
 @pytest.mark.parametrize("name,hp,sampling", CASES[:1] + CASES[4:5])
 def test_float32_matches_reference(name, hp, sampling):
-    fed = tiny_federation("dnn", dtype=torch.float32)
-    cls = get_algorithm(name)
-    params = cls.Hyperparameters.from_dict(hp, "test")
-    algorithm = cls(fed, params, 0, sampling)
-    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 0)
-    reference = REFERENCES[name](fed, params, 0, schedule, sampling)
-    for t in range(1, ROUNDS + 1):
-        algorithm.round(t, schedule[t - 1])
-        ref = next(reference)
-    for model_name in ref:
-        _assert_same(algorithm.eval_models(), ref, model_name, fed.num_clients, atol=1e-5)
+    _follow_reference(tiny_federation("dnn", dtype=torch.float32), name, hp, sampling, seed=0, atol=1e-5)
 
 
 PERSONALIZED = [

@@ -206,12 +206,13 @@ class BatchedModel(ABC):
         return None
 
     def loss_grads_preact(
-        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Params, Tensor]:
+        self, params: Params, z1: Tensor, y: Tensor, mask: Tensor | None, need_loss: bool = True
+    ) -> tuple[Tensor | None, Params, Tensor]:
         """Like :meth:`loss_grads`, given ``z1 = W @ x [C, out, B]`` of :meth:`linear_input_layer`.
 
         Returns:
-            ``(loss [C], grads of every parameter but W, delta [C, out, B])``, ``delta`` = dL/dz1.
+            ``(loss [C] (None unless need_loss), grads of every parameter but W, delta [C, out, B])``,
+            ``delta`` = dL/dz1.
 
         Raises:
             NotImplementedError: the model has no linear input layer.

@@ -100,7 +100,7 @@ class PFedMe(FederatedAlgorithm):
             if self._carry_input_product(batch):
                 self._inner_steps_carried(theta, local, batch)
             else:
-                self._inner_steps(theta, local, batch, list(theta))
+                self._inner_steps(theta, local, batch)
             with torch.no_grad():  # w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i) = lerp(w_{i,r}, θ̃_i, ηλ)
                 torch._foreach_lerp_(list(local.values()), list(theta.values()), hp.lr * hp.lam)
         return theta, local
@@ -116,11 +116,11 @@ class PFedMe(FederatedAlgorithm):
             torch._foreach_lerp_(thetas, [local[k] for k in keys], hp.personal_lr * hp.lam)
             torch._foreach_add_(thetas, g, alpha=-hp.personal_lr)
 
-    def _inner_steps(self, theta: Params, local: Params, batch, keys: list[str]) -> None:
+    def _inner_steps(self, theta: Params, local: Params, batch) -> None:
         """K gradient steps of the inner problem on one minibatch, in place on ``theta [C, ...]``."""
         for _ in range(self.hp.K):
             _, grads = client_grads(self.fed.model, theta, batch)
-            self._step(theta, local, grads, keys)
+            self._step(theta, local, grads, list(theta))
 
     def _carry_input_product(self, batch) -> bool:
         """Whether carrying ``W x`` (:meth:`_inner_steps_carried`) costs fewer multiply-adds than the
