@@ -120,6 +120,28 @@ def test_functions_and_arithmetic(tables):
     assert out["margin"][4] == pytest.approx(-0.01)
 
 
+def test_seed_range_is_the_extreme_over_seeds_for_every_seed(tables):
+    # fedavg's final values per seed: 0.7, 0.6, 0.8; at round 1: 0.8, 0.7, 0.9
+    inside = one(tables, "seedmin(fedavg.acc) <= 0.65 <= seedmax(fedavg.acc)")
+    assert inside["holds"] == "yes" and inside["seeds_holding"] == "3/3"
+    assert inside["comparisons"] == "0.6 <= 0.65; 0.65 <= 0.8"
+    outside = one(tables, "seedmin(at(fedavg.acc, 1)) <= 0.65")
+    assert outside["holds"] == "no" and outside["seeds_holding"] == "0/3"
+    assert "seedmin(acc[fedavg]@round=1) = 0.7" in outside["operands"]
+    best = one(tables, "seedmax(best(acc[pfedme])) > 0.79")  # best per seed 0.75, 0.8, 0.7
+    assert best["holds"] == "yes"
+    assert one(tables, "seedmax(dead.acc) > 0")["holds"] == "undetermined"  # no finite seed
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["seedmin(seedmax(fedavg.acc)) > 0", "seedmin(fedavg.acc, 1) > 0", "seedmin(fedavg.acc + 1) > 0"],
+)
+def test_seed_range_takes_one_operand_or_statistic(text):
+    with pytest.raises(ConfigError, match="studies.s.claims\\[0\\].check"):
+        normalize_claims([text], RUNS, METRICS, "studies.s.claims")
+
+
 def test_chained_comparison_needs_every_pair(tables):
     monotone = one(tables, "loss[lam=6] < loss[lam=3] < loss[lam=1.5]")
     assert monotone["holds"] == "yes" and monotone["seeds_holding"] == "1/1"

@@ -223,3 +223,23 @@ def test_a_run_may_use_its_own_partition():
     cfg["studies"]["s"]["runs"]["bad"] = {"algorithm": "fedavg", "clients_per_round": 5, "partition": {"clients": 4}}
     with pytest.raises(ConfigError, match="the run has 4 clients"):
         build_suite(cfg)
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "config/paper.yaml"])
+def test_the_pfedme_studies_run_per_fedavg_in_the_form_their_beta_comes_from(path):
+    """The pFedMe paper's Per-FedAvg β̂ belongs to the official code's sequential step (Per-FedAvg's
+    module docstring); under the MAML form it would be the only step on the global model."""
+    import pathlib
+
+    import yaml
+
+    suite = build_suite(yaml.safe_load((pathlib.Path(__file__).parents[1] / path).read_text()))
+    runs = [
+        spec
+        for name, study in suite.studies.items()
+        if name.startswith("pfedme_")
+        for spec in study.runs.values()
+        if spec.algorithm == "perfedavg"
+    ]
+    assert len(runs) >= 8
+    assert {spec.hyperparameters["step"] for spec in runs} == {"sequential"}

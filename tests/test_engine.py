@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.rng import generator, stream_seed
-from hetfl.engine.sampler import BatchSampler
+from hetfl.engine.sampler import BatchSampler, cycling_sampler
 from hetfl.models import BatchedModel
 from hetfl.models.linalg import bmm
 from hetfl.models.mlp import MLP
@@ -58,6 +58,26 @@ def test_clients_keep_their_own_cursor():
     pos, _ = sampler.next(torch.tensor([1, 3]))
     assert pos[0].tolist() == [0, 1, 2, 3, 4]  # client 1 starts; client 3 continues
     assert pos[1].tolist() == [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("start", [0, 1, 2, 3, 5, 11])
+def test_cycling_sampler_continues_a_persistent_dataloader_iterator(start):
+    """The batches after ``start`` draws of a ``DataLoader(range(n), B)`` iterator restarted when
+    exhausted (the official pFedMe code's per-user test iterator), for every client."""
+
+    def dataloader_stream(n: int, b: int):
+        while True:
+            yield from (list(range(a, min(a + b, n))) for a in range(0, n, b))
+
+    sampler = cycling_sampler(SIZES, 5, start)
+    streams = [dataloader_stream(int(n), 5) for n in SIZES]
+    for stream in streams:
+        for _ in range(start):
+            next(stream)
+    for _ in range(4):
+        pos, mask = sampler.next(torch.arange(len(SIZES)))
+        for c, stream in enumerate(streams):
+            assert pos[c][mask[c]].tolist() == next(stream)
 
 
 def test_replacement_mode_is_unmasked_and_in_range():

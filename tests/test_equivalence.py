@@ -267,6 +267,19 @@ PERSONALIZED = [
         },
         "output",
     ),
+    (  # the official evaluation's test batches 2t, 2t + 1 cycle through 1 to 3 batches per client (B = 2)
+        "perfedavg",
+        {
+            "lr": 0.1,
+            "beta": 0.05,
+            "local_steps": 1,
+            "batch_size": 2,
+            "step": "sequential",
+            "adaptation": "official",
+            "clients_per_round": 2,
+        },
+        "none",
+    ),
 ]
 
 

@@ -161,6 +161,11 @@ def test_editing_an_algorithm_reruns_its_runs_only(repo):
         ({"partition": {"clients": 5000}}, "studies.tiny.partition"),
         ({"figures": ["test_accuracy"]}, "studies.tiny.figures[0]"),
         ({"rounds": "many"}, "rounds"),
+        ({"defaults": {"lr": float("nan")}}, "studies.tiny.defaults.lr': must be a finite number"),
+        (
+            {"runs": {"pfedme": {"lam": float("inf")}}},
+            "studies.tiny.runs.pfedme.lam': must be a finite number",
+        ),
     ],
 )
 def test_bad_config_stops_before_any_job(repo, change, message):
@@ -170,6 +175,7 @@ def test_bad_config_stops_before_any_job(repo, change, message):
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert "rule train" not in proc.stdout and "Job stats" not in proc.stdout
+    assert "Nothing to be done" in snakemake(repo, "-n").stdout  # the earlier results are untouched
 
 
 def test_lint_is_clean():

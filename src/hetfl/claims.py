@@ -18,6 +18,9 @@ Grammar of ``check``:
   fraction of the run's seeds that diverged, so ``diverged(x[lam30]) > 0`` claims a divergence);
   a bare operand takes the claim's ``at`` (``final`` | ``best`` | ``last<k>`` | ``round=<n>``;
   default ``final``);
+- seed ranges: ``seedmin(x)`` and ``seedmax(x)``, the smallest and largest value over the seeds of
+  ``x`` (an operand or a statistic of one), the same for every seed: ``seedmin(at(x, 0)) <= 14 <=
+  seedmax(at(x, 0))`` checks that a paper's single random draw lies within our seeds' range;
 - numbers, ``+ - * /``, unary minus, parentheses;
 - comparisons joined by ``and`` (every one must hold): ``a > b and a > c``;
 - one comparison, ``<``, ``<=``, ``>`` or ``>=``, possibly chained: ``a < b < c`` holds when every
@@ -50,6 +53,8 @@ if TYPE_CHECKING:  # pandas and hetfl.aggregate (scipy) are imported where claim
 
 FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
 """Statistic functions and how many integer arguments follow the operand."""
+SEED_RANGE = ("seedmin", "seedmax")
+"""Functions of an operand or statistic over seeds (a constant across seeds)."""
 
 CLAIM_KEYS = ("id", "text", "check", "at")
 AT_FORMS = ("final", "best", "last<k>", "round=<n>")
@@ -76,10 +81,12 @@ class Term:
     metric: str
     stat: str
     arg: int | None = None
+    seeds: str = "each"  # "each": per seed; "seedmin"/"seedmax": the extreme over seeds, for every seed
 
     def __str__(self) -> str:
         stat = {"last": f"last{self.arg}", "at": f"round={self.arg}"}.get(self.stat, self.stat)
-        return f"{self.metric}[{self.run}]@{stat}"
+        text = f"{self.metric}[{self.run}]@{stat}"
+        return text if self.seeds == "each" else f"{self.seeds}({text})"
 
 
 def _parse_at(at: object, key: str) -> tuple[str, int | None]:
@@ -105,9 +112,9 @@ class _Compiler:
     def fail(self, message: str, allowed: Iterable[object] | None = None):
         raise ConfigError(self.key, message, allowed=allowed)
 
-    def term(self, name: str, stat: str, arg: int | None) -> tuple:
+    def term(self, name: str, stat: str, arg: int | None, seeds: str = "each") -> tuple:
         run, metric = self.operands[name]
-        term = Term(run, metric, stat, arg)
+        term = Term(run, metric, stat, arg, seeds)
         if term not in self.terms:
             self.terms.append(term)
         return ("term", self.terms.index(term))
@@ -117,10 +124,22 @@ class _Compiler:
             self.fail(f"{what} must be an integer >= {minimum}")
         return node.value
 
-    def call(self, node: ast.Call) -> tuple:
+    def call(self, node: ast.Call, seeds: str = "each") -> tuple:
+        """A statistic call, or ``seedmin``/``seedmax`` of an operand or of one statistic call."""
         name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name in SEED_RANGE and seeds == "each":
+            if node.keywords or len(node.args) != 1:
+                self.fail(f"{name}() takes one operand or statistic, e.g. {name}(at(x[run], 0))")
+            inner = node.args[0]
+            if isinstance(inner, ast.Name) and inner.id in self.operands:
+                return self.term(inner.id, *self.default, seeds=name)
+            if not isinstance(inner, ast.Call):
+                self.fail(f"the argument of {name}() must be an operand or a statistic call")
+            return self.call(inner, seeds=name)
         if name not in FUNCTIONS:
-            self.fail(f"function {ast.unparse(node.func)!r} is not allowed", allowed=FUNCTIONS)
+            self.fail(
+                f"function {ast.unparse(node.func)!r} is not allowed", allowed=[*FUNCTIONS, *SEED_RANGE]
+            )
         if node.keywords or len(node.args) != 1 + FUNCTIONS[name]:
             self.fail(f"{name}() takes an operand" + (" and an integer" if FUNCTIONS[name] else ""))
         operand = node.args[0]
@@ -131,10 +150,12 @@ class _Compiler:
             arg = self.integer(node.args[1], "the k of last(op, k)", 1)
         elif name == "at":
             arg = self.integer(node.args[1], "the round of at(op, round)", 0)
-        return self.term(operand.id, name, arg)
+        return self.term(operand.id, name, arg, seeds)
 
     def expr(self, node: ast.expr) -> tuple:
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            if not np.isfinite(float(node.value)):
+                self.fail(f"the number {ast.unparse(node)} is not finite")
             return ("num", float(node.value))
         if isinstance(node, ast.Name):
             if node.id not in self.operands:
@@ -148,7 +169,7 @@ class _Compiler:
             return ("unary", _UNARY[type(node.op)], self.expr(node.operand))
         self.fail(
             f"{type(node).__name__} {ast.unparse(node)!r} is not allowed; use numbers, operands, "
-            "+ - * /, final() best() last() at() diverged() and one comparison"
+            "+ - * /, final() best() last() at() diverged() seedmin() seedmax() and one comparison"
         )
 
     def claim(self, tree: ast.Expression) -> tuple:
@@ -285,6 +306,15 @@ def _compare(tree: tuple, values: list) -> tuple[np.ndarray, np.ndarray, list[tu
     return holds & ~undetermined, undetermined, [(symbol, lhs, rhs) for symbol, _, lhs, rhs in pairs]
 
 
+def _over_seeds(values: np.ndarray, seeds: str) -> np.ndarray:
+    """``values`` per seed (``seeds`` ``each``), or their finite min/max repeated for every seed."""
+    if seeds == "each":
+        return values
+    finite = values[np.isfinite(values)]
+    extreme = (finite.min() if seeds == "seedmin" else finite.max()) if finite.size else np.nan
+    return np.full_like(values, extreme)
+
+
 def _margin(pairs: list[tuple]) -> float:
     """Smallest signed slack over the pairs: >= 0 when every pair holds (> 0 for strict ones)."""
     return float(min((lhs - rhs) if symbol.startswith(">") else (rhs - lhs) for symbol, lhs, rhs in pairs))
@@ -338,7 +368,10 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
                 cache[stat] = {k: g.set_index("seed")["value"] for k, g in values.groupby(["run", "metric"])}
             per_term.append(cache[stat].get((term.run, term.metric), pd.Series(dtype=float)))
         seeds = sorted(set(status.loc[status["run"].isin({t.run for t in terms}), "seed"]))
-        per_seed = [s.reindex(seeds).to_numpy(float) for s in per_term]
+        per_seed = [
+            _over_seeds(s.reindex(seeds).to_numpy(float), t.seeds)
+            for s, t in zip(per_term, terms, strict=True)
+        ]
         means = [float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for v in per_seed]
         holds, undetermined, pairs = _compare(tree, means)
         seed_holds, seed_undetermined, _ = _compare(tree, per_seed)

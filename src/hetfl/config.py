@@ -19,7 +19,9 @@ The keys are documented in ``config/README.md``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,9 +128,11 @@ class Study:
 
     @property
     def table_metrics(self) -> list[str]:
-        """Columns of ``summary.md``: the metrics of the study's figures, then those of its paper numbers."""
+        """Columns of ``summary.md``: the metrics of the study's figures, then those of its paper numbers
+        (a study without either: the metrics of the default figures)."""
         out = [m for fig in self.figures for m in fig["metrics"]]
         out += [m for numbers in self.paper.values() for m in numbers]
+        out = out or _default_figures(self.metrics)
         return [m for i, m in enumerate(out) if m in self.metrics and m not in out[:i]]
 
     def run_json(self, label: str) -> str:
@@ -212,6 +216,7 @@ def resolve_run(
     key: str,
     environment: str = FEDERATION,
     task: str | None = "classification",
+    defaults_key: str | None = None,
 ) -> RunSpec:
     """Resolve one run: its algorithm, hyper-parameters (defaults filled in) and settings.
 
@@ -222,6 +227,11 @@ def resolve_run(
         key: dotted config path of the run.
         environment: ``"federation"`` or the study's problem name; the algorithm must run on it.
         task: the dataset's task (None for a problem), which sets the metric names.
+        defaults_key: dotted config path of ``defaults``: a bad value the run takes from there is
+            reported under it (``studies.<study>.defaults.lr``), not under the run.
+
+    Raises:
+        ConfigError: naming the key at fault.
     """
     if not LABEL.match(label):
         raise ConfigError(key, f"run label '{label}' may contain only letters, digits and _ . = + -")
@@ -240,13 +250,28 @@ def resolve_run(
         own = _require_mapping(merged.pop("model", {}), f"{key}.model")
         same = own.get("name", base["model"]["name"]) == base["model"]["name"]
         model = {**base["model"], **own} if same else own  # another model: none of the study model's options
-    hp = cls.Hyperparameters.from_dict(merged, key)
-    settings = _settings(settings, key)
+    inherited = {k for k in defaults if k not in run} if defaults_key else set()
+    with _blame(key, inherited, defaults_key):
+        hp = cls.Hyperparameters.from_dict(merged, key)
+        settings = _settings(settings, key)
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
     names = [m for m in cls.metric_names() if task != "regression" or "_acc_" not in m]  # no accuracy
     return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
+
+
+@contextlib.contextmanager
+def _blame(key: str, inherited: set[str], defaults_key: str | None):
+    """Re-raise a ``ConfigError`` about ``{key}.<name>`` under ``{defaults_key}.<name>`` when the run
+    took ``<name>`` from the study's ``defaults`` (``inherited``)."""
+    try:
+        yield
+    except ConfigError as err:
+        name = err.key[len(key) + 1 :] if err.key.startswith(key + ".") else None
+        if name in inherited:
+            raise ConfigError(f"{defaults_key}.{name}", err.message, err.allowed) from None
+        raise
 
 
 def resolve_study(name: str, study: dict) -> Study:
@@ -293,7 +318,15 @@ def resolve_study(name: str, study: dict) -> Study:
         run = _require_mapping(run, f"{key}.runs.{label}")
         own = {k: v for k, v in run.items() if k not in ("partition", "problem")}
         runs[label] = resolve_run(
-            name, label, own, defaults, base, f"{key}.runs.{label}", environment, env["task"]
+            name,
+            label,
+            own,
+            defaults,
+            base,
+            f"{key}.runs.{label}",
+            environment,
+            env["task"],
+            f"{key}.defaults",
         )
         _set_partition(runs[label], env, run.get("partition"), seeds, f"{key}.runs.{label}.partition")
         _set_problem(runs[label], env, run.get("problem"), f"{key}.runs.{label}.problem")
@@ -303,9 +336,11 @@ def resolve_study(name: str, study: dict) -> Study:
     _check_init_from(runs, f"{key}.runs")
 
     metrics = {m for spec in runs.values() for m in spec.metrics}
-    figures_cfg = study.get("figures") or _default_figures(metrics)
+    figures_cfg = study.get("figures")  # omitted or null: the default figures; [] : none
+    figures_cfg = _default_figures(metrics) if figures_cfg is None else figures_cfg
     figures = normalize_figures(figures_cfg, list(runs), metrics, f"{key}.figures")
     claims = normalize_claims(study.get("claims") or [], list(runs), metrics, f"{key}.claims")
+    paper = _paper_numbers(study.get("paper", {}), runs, metrics, f"{key}.paper")
     return Study(
         name=name,
         dataset=env["dataset"],
@@ -320,7 +355,7 @@ def resolve_study(name: str, study: dict) -> Study:
         metrics=metrics,
         figures=figures,
         claims=claims,
-        paper=_require_mapping(study.get("paper", {}), f"{key}.paper"),
+        paper=paper,
         description=str(study.get("description", "")),
     )
 
@@ -419,6 +454,30 @@ def _default_figures(metrics: set[str]) -> list[str]:
     return sorted(m for m in metrics if m.startswith(("test_acc_", "train_loss_")))
 
 
+def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key: str) -> dict[str, dict]:
+    """The study's ``paper`` numbers, ``{run: {metric: number}}``: known runs and metrics, finite numbers.
+
+    Raises:
+        ConfigError: naming ``{key}.<run>`` or ``{key}.<run>.<metric>``.
+    """
+    out: dict[str, dict] = {}
+    for run, numbers in _require_mapping(value if value is not None else {}, key).items():
+        if run not in runs:
+            raise ConfigError(
+                f"{key}.{run}", "the paper's numbers name a run the study does not have", allowed=runs
+            )
+        out[run] = {}
+        for metric, number in _require_mapping(numbers, f"{key}.{run}").items():
+            if metric not in metrics:
+                raise ConfigError(
+                    f"{key}.{run}.{metric}", "no run of this study reports this metric", allowed=metrics
+                )
+            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+                raise ConfigError(f"{key}.{run}.{metric}", f"expected a finite number, got {number!r}")
+            out[run][metric] = number
+    return out
+
+
 def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
     known = set(RUN_SETTINGS) | {"model"}
     for spec in runs.values():
@@ -507,8 +566,12 @@ def resolve_checkpoint(value: Any) -> dict[str, Any]:
             raise ConfigError(f"checkpoint.{k}", "unknown key", allowed=CHECKPOINT_DEFAULTS)
         if k == "every_rounds" and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError("checkpoint.every_rounds", f"expected an integer >= 1 or null, got {v!r}")
-        if k == "every_seconds" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            raise ConfigError("checkpoint.every_seconds", f"expected a number of seconds >= 0, got {v!r}")
+        if k == "every_seconds" and (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+        ):
+            raise ConfigError(
+                "checkpoint.every_seconds", f"expected a finite number of seconds >= 0, got {v!r}"
+            )
         cfg[k] = v
     return cfg
 

@@ -19,6 +19,7 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, message: str, allowed: Iterable[object] | None = None):
         self.key = key
+        self.message = message
         self.allowed = sorted(map(str, allowed)) if allowed is not None else None
         text = f"config key '{key}': {message}"
         if self.allowed is not None:

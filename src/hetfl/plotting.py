@@ -133,11 +133,13 @@ def _figure(entry: dict, runs: list[str], metrics: list[str], key: str) -> dict:
     if ylim is not None and not (
         isinstance(ylim, list)
         and len(ylim) == 2
-        and all(isinstance(v, int | float) for v in ylim)
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in ylim)
         and ylim[0] < ylim[1]
         and (not fig["logy"] or ylim[0] > 0)
     ):
-        raise ConfigError(f"{key}.ylim", "expected [low, high] numbers with low < high (low > 0 with logy)")
+        raise ConfigError(
+            f"{key}.ylim", "expected [low, high] finite numbers with low < high (low > 0 with logy)"
+        )
     fig["ylim"] = None if ylim is None else [float(v) for v in ylim]
     fig["smooth"] = entry.get("smooth", 1)
     if type(fig["smooth"]) is not int or fig["smooth"] < 1:
@@ -311,7 +313,12 @@ def plot_figure(
             ax.set_ylim(*fig["ylim"])
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], color=color, label=label) for label, color in palette.items()]
-    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 2 * len(fig["metrics"])), frameon=False)
+    figure.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 2 * len(fig["metrics"])),
+        frameon=False,
+    )
     title = " ".join(t for t in (title_prefix, fig.get("title", "")) if t)
     if title:
         figure.suptitle(title)

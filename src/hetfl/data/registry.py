@@ -23,6 +23,7 @@ from hetfl.data import cifar10, digits, mnist5k, synthetic, synthetic_heart, syn
 from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_pixels
 from hetfl.errors import ConfigError
 from hetfl.ids import spec_id
+from hetfl.options import number_from_text
 
 # ----------------------------------------------------------------------------------------------------
 # option checking (shared with partition.py)
@@ -59,9 +60,13 @@ def int_check(lo: int | None = None, hi: int | None = None) -> Callable[[Any, st
 def float_check(
     lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False
 ) -> Callable[[Any, str], float]:
-    """Checker for a real number in the interval ``lo..hi`` (open or closed ends); returns a float."""
+    """Checker for a finite real number in the interval ``lo..hi`` (open or closed ends); returns a float.
+
+    A string spelling a decimal number (YAML 1.1 reads ``5e-2`` as a string) is taken as that number.
+    """
 
     def check(value: Any, key: str) -> float:
+        value = number_from_text(value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
             raise ConfigError(key, f"must be a finite number, got {value!r}")
         value = float(value)
@@ -118,13 +123,15 @@ def check_options(
     if not isinstance(spec, Mapping):
         raise ConfigError(key, f"must be a mapping, got {type(spec).__name__}")
     allowed = (*fixed, *options)
-    out: dict[str, Any] = {k: spec[k] for k in fixed if k in spec}
     for k in spec:
         if k not in allowed:
             raise ConfigError(f"{key}.{k}", f"unknown option for {what}", allowed=allowed)
+    # the given values first, so that a bad value is named before a missing required option
+    given = {k: opt.check(spec[k], f"{key}.{k}") for k, opt in options.items() if spec.get(k) is not None}
+    out: dict[str, Any] = {k: spec[k] for k in fixed if k in spec}
     for k, opt in options.items():
-        if k in spec and spec[k] is not None:
-            out[k] = opt.check(spec[k], f"{key}.{k}")
+        if k in given:
+            out[k] = given[k]
         elif opt.default is REQUIRED:
             raise ConfigError(f"{key}.{k}", f"required for {what}")
         elif opt.default is not None:

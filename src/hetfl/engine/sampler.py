@@ -109,3 +109,26 @@ def eval_sampler(sizes: Tensor, batch_size: int, seed: int, t: int, mode: str = 
     """
     g = torch.Generator().manual_seed((stream_seed(seed, "eval") + t) % (1 << 63))
     return BatchSampler(sizes, batch_size, g, mode)
+
+
+def cycling_sampler(sizes: Tensor, batch_size: int, start_batch: int) -> BatchSampler:
+    """A ``sequential`` sampler whose cursors stand at batch ``start_batch`` of an endless cycle.
+
+    Client i's data, in stored order, are cut into ``n_b = ceil(n_i / B)`` batches (the last one partial,
+    ``DataLoader(shuffle=False, drop_last=False)``); its cursor starts at batch ``start_batch mod n_b``
+    and, drawing on, wraps to batch 0 after the last: the iterator the official pFedMe code keeps per
+    user and restarts when it is exhausted (``userbase.py``, ``get_next_test_batch``), positioned as
+    if ``start_batch`` batches had been drawn since the start.
+
+    Args:
+        sizes: ``LongTensor[N]`` samples per client (all ≥ 1); batch_size: B ≥ 1; start_batch: ≥ 0.
+
+    Raises:
+        ValueError: as :class:`BatchSampler`, or ``start_batch`` < 0.
+    """
+    if start_batch < 0:
+        raise ValueError(f"start_batch must be >= 0, got {start_batch}")
+    sampler = BatchSampler(sizes, batch_size, torch.Generator(), "sequential")
+    batches = (sampler.sizes + sampler.batch_size - 1) // sampler.batch_size
+    sampler.cursor = (start_batch % batches) * sampler.batch_size
+    return sampler

@@ -18,9 +18,13 @@ Generation (``matrices``, ``targets``; ι = ``noise``):
   A_m = A + ζ A'_m/‖A'_m‖, B_m = B + ζ B'_m/‖B'_m‖ with H'_m, A'_m, B'_m ~ N(0,1) and ζ_H = ζ (the
   paper; the official notebooks use ζ_H = 1: ``zeta_H: 1``). ``zeta_norm``: ``fro`` (``np.linalg.norm``, the
   code) or ``spectral`` (the paper's ‖·‖_2 read literally).
-- targets ``per_client`` (the code): b_m = H_m b1_m + ι b2_m, y_m = A_m y1_m + B_m y2_m + ι y3_m with
-  b1_m, y1_m ~ N(0, I_{d_θ}), y2_m ~ N(0, I_{d_w}), b2_m, y3_m ~ N(0, I_n); ``shared`` (App. E.1 read
-  literally, no subscript m): the same b1, y1, y2 for every client, fresh noise per client;
+- targets ``per_client`` (the default; the official notebooks, which drew the paper's figures):
+  b_m = H_m b1_m + ι b2_m, y_m = A_m y1_m + B_m y2_m + ι y3_m with b1_m, y1_m ~ N(0, I_{d_θ}),
+  y2_m ~ N(0, I_{d_w}), b2_m, y3_m ~ N(0, I_n) drawn per client; ``shared``: the same b1, y1, y2 for every
+  client, fresh noise per client. **The code deviates from the paper here**: App. E.1's equations,
+  y_m = A_m y_1 + B_m y_2 + ι y_3 and b_m = H_m b_1 + ι b_2, carry no client index on b_1, y_1, y_2
+  (``shared``); §5.1 does not say how b_m, y_m are drawn. The default studies (``ffgg_fig1a``,
+  ``ffgg_fig1bcd``, ``ffgg_zeta``, ``ffgg_async``) use ``per_client``, as the notebooks;
   ``overpersonalized`` (App. E.3, the Byzantine notebook): one θ_true ~ N(0, I), b_m = H_m θ_true,
   y_m = A_m θ_true + B_m y2_m, no noise (``noise`` must be 0), so F_m(θ_true) = 0 for every m (Assumption 2).
 - ``noise_quirk``: the notebooks' ``noise_scale * rng.normal(n)`` draws ONE scalar from N(n, 1) (a

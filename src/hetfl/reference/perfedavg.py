@@ -55,19 +55,32 @@ def _step(module, data, batches, row, hp) -> None:
             p -= hp.beta * d
 
 
+def _official_test_batches(data, t: int, batch_size: int):
+    """The official code's test batches 2t and 2t + 1 of one client: consecutive slices of B samples
+    in stored order, the last one partial, cycling (``DataLoader(test, B)`` restarted when exhausted)."""
+    x, y = data
+    count = -(-len(y) // batch_size)
+    starts = [(k % count) * batch_size for k in (2 * t, 2 * t + 1)]
+    return [(x[a : a + batch_size], y[a : a + batch_size]) for a in starts]
+
+
 def personalize(fed, hp, seed, t, sampling, w):
     """Each client's personalized model at the evaluation of round ``t``."""
     everyone = fed.all_clients()
-    split = "train" if hp.adaptation == "train" else "test"
-    data = split_data(fed, split)
-    sampler = eval_draws(fed, seed, t, hp.batch_size, sampling, split)
-    lrs = [hp.lr] * hp.adaptation_steps if hp.adaptation == "train" else [hp.lr, hp.beta]
-    batches = draws(sampler, everyone, len(lrs))
+    if hp.adaptation == "official":
+        data = split_data(fed, "test")
+        per_client = [_official_test_batches(data[c], t, hp.batch_size) for c in range(fed.num_clients)]
+        lrs = [hp.lr, hp.beta]
+    else:
+        data = split_data(fed, "train")
+        lrs = [hp.lr] * hp.adaptation_steps
+        batches = draws(eval_draws(fed, seed, t, hp.batch_size, sampling), everyone, len(lrs))
+        per_client = [[minibatch(data[c], draw, c) for draw in batches] for c in range(fed.num_clients)]
     out = []
     for client in range(fed.num_clients):
         module = make_module(fed, w)
-        for draw, lr in zip(batches, lrs, strict=True):
-            sgd_step(module, *minibatch(data[client], draw, client), lr)
+        for (x, y), lr in zip(per_client[client], lrs, strict=True):
+            sgd_step(module, x, y, lr)
         out.append(state_of(module))
     return out
 

@@ -1,0 +1,195 @@
+"""Every numeric option of every algorithm, problem, dataset, partition and model rejects NaN and ±inf
+with its key named, before any job; and the other config fixes of numbers, figures and defaults."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import typing
+
+import pytest
+
+from hetfl.algorithms import registry as algorithm_registry
+from hetfl.config import build_suite
+from hetfl.data import DATASETS, dataset_info, normalize_dataset_spec, normalize_partition_spec
+from hetfl.data.partition import _common_options
+from hetfl.data.partitioners import SCHEME_MODULES
+from hetfl.data.registry import _MODULES, _OPTIONS
+from hetfl.errors import ConfigError
+from hetfl.models import _OPTIONS as MODEL_OPTIONS
+from hetfl.models import MODELS, normalize_model_spec
+from hetfl.problems import normalize_problem_spec
+from hetfl.problems import registry as problem_registry
+from tests.test_config import config, error
+
+BAD = [math.nan, math.inf, -math.inf]
+
+
+def _numeric_fields(options_cls) -> list[str]:
+    """The fields of an Options dataclass whose type admits an int or a float."""
+    hints = typing.get_type_hints(options_cls)
+
+    def numeric(tp) -> bool:
+        if tp in (int, float):
+            return True
+        return any(numeric(t) for t in typing.get_args(tp) if t is not type(None))
+
+    return [f.name for f in dataclasses.fields(options_cls) if numeric(hints[f.name])]
+
+
+ALGORITHM_OPTIONS = sorted(
+    (name, env, field)
+    for name, impls in algorithm_registry().items()
+    for env, cls in impls.items()
+    for field in _numeric_fields(cls.Hyperparameters)
+)
+PROBLEM_OPTIONS = sorted(
+    (name, field) for name, cls in problem_registry().items() for field in _numeric_fields(cls.Options)
+)
+
+
+def test_the_walk_covers_the_options_the_issue_names():
+    covered = {(name, field) for name, _, field in ALGORITHM_OPTIONS}
+    assert {("fedavg", "lr"), ("pfedme", "lam"), ("pfedme", "personal_lr"), ("all_for_one", "lr")} <= covered
+    assert any(field == "lr_x" for name, _, field in ALGORITHM_OPTIONS if "sgda" in name)
+    assert {("quadratic_game", "mu"), ("quadratic_game", "noise"), ("quadratic_game", "init_scale")} <= set(
+        PROBLEM_OPTIONS
+    )
+    assert len(ALGORITHM_OPTIONS) > 100 and len(PROBLEM_OPTIONS) > 10
+
+
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name,env,field", ALGORITHM_OPTIONS)
+def test_every_algorithm_option_rejects_non_finite_numbers(name, env, field, value):
+    cls = algorithm_registry()[name][env]
+    with pytest.raises(ConfigError) as info:
+        cls.Hyperparameters.from_dict({field: value}, "studies.s.runs.r")
+    assert info.value.key == f"studies.s.runs.r.{field}"
+
+
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name,field", PROBLEM_OPTIONS)
+def test_every_problem_option_rejects_non_finite_numbers(name, field, value):
+    with pytest.raises(ConfigError) as info:
+        normalize_problem_spec({"name": name, field: value}, "studies.s.problem")
+    assert info.value.key == f"studies.s.problem.{field}"  # the key at fault, not a related one
+
+
+def _dataset_options(name: str) -> list[str]:
+    return list((_MODULES[name]._options() if name in _MODULES else _OPTIONS[name]).keys())
+
+
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name,field", [(n, f) for n in DATASETS for f in _dataset_options(n)])
+def test_every_dataset_option_rejects_non_finite_numbers(name, field, value):
+    with pytest.raises(ConfigError) as info:
+        normalize_dataset_spec({"name": name, field: value}, "studies.s.dataset")
+    assert info.value.key == f"studies.s.dataset.{field}"
+
+
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize(
+    "scheme,field",
+    [(s, f) for s, module in SCHEME_MODULES.items() for f in [*_common_options(s), *module.OPTIONS]],
+)
+def test_every_partition_option_rejects_non_finite_numbers(scheme, field, value):
+    info = dataset_info({"name": "digits"})
+    with pytest.raises(ConfigError) as err:
+        normalize_partition_spec({"scheme": scheme, field: value}, "studies.s.partition", info)
+    assert err.value.key == f"studies.s.partition.{field}"
+
+
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize(
+    "name,field", [(n, f) for n in MODELS for f in [*MODEL_OPTIONS[n], "split", "adapter_rank"]]
+)
+def test_every_model_option_rejects_non_finite_numbers(name, field, value):
+    with pytest.raises(ConfigError) as info:
+        normalize_model_spec({"name": name, field: value}, "studies.s.model")
+    assert info.value.key == f"studies.s.model.{field}"
+
+
+@pytest.mark.parametrize("where", ["defaults", "run"])
+@pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
+def test_a_non_finite_learning_rate_stops_the_config_naming_where_it_is(where, value):
+    cfg = config()
+    if where == "defaults":
+        cfg["studies"]["s"]["defaults"]["lr"] = value
+        assert error(cfg).key == "studies.s.defaults.lr"
+    else:
+        cfg["studies"]["s"]["runs"]["pfedme"]["lam"] = value
+        assert error(cfg).key == "studies.s.runs.pfedme.lam"
+
+
+def test_a_value_a_run_sets_itself_is_blamed_on_the_run_not_on_defaults():
+    cfg = config()
+    cfg["studies"]["s"]["defaults"]["lr"] = 0.05
+    cfg["studies"]["s"]["runs"]["pfedme"]["lr"] = -1.0
+    assert error(cfg).key == "studies.s.runs.pfedme.lr"
+    cfg["studies"]["s"]["runs"]["pfedme"]["lr"] = 0.01
+    cfg["studies"]["s"]["defaults"]["eval_every"] = 0
+    assert error(cfg).key == "studies.s.defaults.eval_every"
+
+
+@pytest.mark.parametrize(
+    "change,key",
+    [
+        ({"checkpoint": {"every_seconds": math.nan}}, "checkpoint.every_seconds"),
+        ({"checkpoint": {"every_seconds": math.inf}}, "checkpoint.every_seconds"),
+    ],
+)
+def test_checkpoint_seconds_must_be_finite(change, key):
+    cfg = {**config(), **change}
+    assert error(cfg).key == key
+
+
+@pytest.mark.parametrize("ylim", [[0, math.inf], [-math.inf, 1], [math.nan, 1]])
+def test_figure_limits_must_be_finite(ylim):
+    cfg = config(figures=[{"metrics": ["test_acc_global"], "ylim": ylim}])
+    assert error(cfg).key == "studies.s.figures[0].ylim"
+
+
+def test_claim_numbers_must_be_finite():
+    cfg = config(claims=["pfedme.test_acc_personal < 1e999"])
+    assert error(cfg).key == "studies.s.claims[0].check"
+
+
+@pytest.mark.parametrize(
+    "paper,key",
+    [
+        ({"pfedme": {"test_acc_personal": math.nan}}, "studies.s.paper.pfedme.test_acc_personal"),
+        ({"pfedme": {"test_acc_personal": "high"}}, "studies.s.paper.pfedme.test_acc_personal"),
+        ({"pfedmee": {"test_acc_personal": 0.9}}, "studies.s.paper.pfedmee"),
+        ({"pfedme": {"test_acc_personnal": 0.9}}, "studies.s.paper.pfedme.test_acc_personnal"),
+    ],
+)
+def test_paper_numbers_are_finite_numbers_of_known_runs_and_metrics(paper, key):
+    assert error(config(paper=paper)).key == key
+
+
+def test_an_empty_figure_list_means_no_figures():
+    study = build_suite(config(figures=[])).studies["s"]
+    assert study.figures == []
+    assert "test_acc_personal" in study.table_metrics  # summary.md still has columns
+    assert build_suite(config()).studies["s"].figures != []  # omitted: the default figures
+    cfg = copy.deepcopy(config())
+    cfg["studies"]["s"]["figures"] = None  # YAML `figures:` with nothing after it: omitted too
+    assert build_suite(cfg).studies["s"].figures != []
+
+
+@pytest.mark.parametrize("text,value", [("5e-2", 0.05), ("1E-3", 0.001), (".5", 0.5), ("+2e0", 2.0)])
+def test_a_number_yaml_reads_as_a_string_is_taken_as_that_number(text, value):
+    cfg = config()
+    cfg["studies"]["s"]["defaults"]["lr"] = text
+    study = build_suite(cfg).studies["s"]
+    assert study.runs["fedavg"].hyperparameters["lr"] == value
+    spec = normalize_dataset_spec({"name": "synthetic", "alpha": text}, "d")
+    assert spec["alpha"] == value
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "fast", "5e-2x", ""])
+def test_text_that_is_not_a_decimal_number_is_still_an_error(text):
+    cfg = config()
+    cfg["studies"]["s"]["defaults"]["lr"] = text
+    assert error(cfg).key == "studies.s.defaults.lr"
