@@ -1,13 +1,24 @@
-"""Shared fixtures: tiny federations built directly from arrays (no files, no Snakemake)."""
+"""Shared fixtures: tiny federations built directly from arrays (no files, no Snakemake).
+
+The tests import the hetfl of this checkout (``src/`` beside ``tests/``), as the workflow does
+(``workflow/rules/common.smk``), whatever hetfl is installed: a second clone tests its own code.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import torch
+import sys
+from pathlib import Path
 
-from hetfl.engine.federation import ClientSplit, Federation
-from hetfl.models import build_model, normalize_model_spec
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path[:1]:
+    sys.path.insert(0, str(SRC))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from hetfl.engine.federation import ClientSplit, Federation  # noqa: E402
+from hetfl.models import build_model, normalize_model_spec  # noqa: E402
 
 torch.set_num_threads(1)
 

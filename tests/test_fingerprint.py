@@ -52,3 +52,19 @@ def test_engine_edits_change_every_fingerprint_but_comments_do_not(package):
     fp._parse.cache_clear()
     after = fp.fingerprint(PFEDME), fp.fingerprint(FEDAVG)
     assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_docstrings_do_not_count_but_string_constants_do(package):
+    before = fp.fingerprint(FEDAVG)
+    path = package / "algorithms" / "baselines" / "fedavg.py"
+    text = path.read_text()
+    assert text.startswith('"""')
+    path.write_text('"""A rewritten module docstring."""\n' + text.split('"""', 2)[2])
+    fp._parse.cache_clear()
+    assert fp.fingerprint(FEDAVG) == before
+    path.write_text(text.replace("class FedAvg(", 'class FedAvg(  # noqa\n', 1))
+    fp._parse.cache_clear()
+    assert fp.fingerprint(FEDAVG) == before
+    path.write_text(text + '\n_NAME = "a string constant is code"\n')
+    fp._parse.cache_clear()
+    assert fp.fingerprint(FEDAVG) != before

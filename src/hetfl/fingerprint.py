@@ -3,7 +3,8 @@
 Snakemake reruns a job when its ``params`` change. The training rule passes the fingerprint of the
 algorithm's module and of everything it imports from ``hetfl`` (transitively, plus the training
 driver), so editing ``pfedme.py`` reruns exactly the pFedMe runs, and editing the engine reruns all.
-The hash is over each module's AST, so comments and formatting do not count; docstrings do.
+The hash is over each module's AST without its docstrings, so comments, docstrings and formatting do
+not count: editing documentation reruns nothing.
 
 A package's ``__init__`` counts only when code imports names from the package itself
 (``from hetfl.models import build_model``), not when it imports a submodule
@@ -44,11 +45,22 @@ def _is_package(module: str) -> bool:
     return path is not None and path.name == "__init__.py"
 
 
+def _strip_docstrings(tree: ast.Module) -> ast.Module:
+    """``tree`` without the docstrings of its module, classes and functions (in place)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    node.body = body[1:]
+    return tree
+
+
 @cache
 def _parse(module: str) -> tuple[str, tuple[str, ...]]:
-    """(AST dump, hetfl modules it imports) of one hetfl module."""
+    """(AST dump without docstrings, hetfl modules it imports) of one hetfl module."""
     path = _path(module)
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
     deps: set[str] = set()
     here = module if _is_package(module) else module.rpartition(".")[0]
     for node in ast.walk(tree):
