@@ -62,7 +62,7 @@ def test_docstrings_do_not_count_but_string_constants_do(package):
     path.write_text('"""A rewritten module docstring."""\n' + text.split('"""', 2)[2])
     fp._parse.cache_clear()
     assert fp.fingerprint(FEDAVG) == before
-    path.write_text(text.replace("class FedAvg(", 'class FedAvg(  # noqa\n', 1))
+    path.write_text(text.replace("class FedAvg(", "class FedAvg(  # noqa\n", 1))
     fp._parse.cache_clear()
     assert fp.fingerprint(FEDAVG) == before
     path.write_text(text + '\n_NAME = "a string constant is code"\n')
