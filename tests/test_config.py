@@ -211,7 +211,8 @@ def test_a_run_may_use_its_own_partition():
     cfg = config()
     cfg["studies"]["s"]["runs"]["fewer"] = {"algorithm": "fedavg", "partition": {"clients": 4}}
     cfg["studies"]["s"]["runs"]["dirichlet"] = {
-        "algorithm": "fedavg", "partition": {"scheme": "dirichlet", "clients": 5, "alpha": 0.3, "min_size": 5}
+        "algorithm": "fedavg",
+        "partition": {"scheme": "dirichlet", "clients": 5, "alpha": 0.3, "min_size": 5},
     }
     study = build_suite(cfg).studies["s"]
     base, fewer, dirichlet = (study.runs[r] for r in ("fedavg", "fewer", "dirichlet"))
@@ -220,7 +221,11 @@ def test_a_run_may_use_its_own_partition():
     assert fewer.partition_id != study.partition_id
     assert json.loads(study.run_json("dirichlet"))["partition"]["scheme"] == "dirichlet"
     assert "labels_per_client" not in dirichlet.partition  # another scheme: not merged with the study's
-    cfg["studies"]["s"]["runs"]["bad"] = {"algorithm": "fedavg", "clients_per_round": 5, "partition": {"clients": 4}}
+    cfg["studies"]["s"]["runs"]["bad"] = {
+        "algorithm": "fedavg",
+        "clients_per_round": 5,
+        "partition": {"clients": 4},
+    }
     with pytest.raises(ConfigError, match="the run has 4 clients"):
         build_suite(cfg)
 

@@ -12,13 +12,13 @@ import pytest
 
 from hetfl.algorithms import registry as algorithm_registry
 from hetfl.config import build_suite
-from hetfl.data import DATASETS, dataset_info, normalize_dataset_spec, normalize_partition_spec
+from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
 from hetfl.data.partition import _common_options
 from hetfl.data.partitioners import SCHEME_MODULES
-from hetfl.data.registry import _MODULES, _OPTIONS
+from hetfl.data.registry import registry as dataset_registry
 from hetfl.errors import ConfigError
-from hetfl.models import _OPTIONS as MODEL_OPTIONS
-from hetfl.models import MODELS, normalize_model_spec
+from hetfl.models import model_names, normalize_model_spec
+from hetfl.models import registry as model_registry
 from hetfl.problems import normalize_problem_spec
 from hetfl.problems import registry as problem_registry
 from tests.test_config import config, error
@@ -77,11 +77,11 @@ def test_every_problem_option_rejects_non_finite_numbers(name, field, value):
 
 
 def _dataset_options(name: str) -> list[str]:
-    return list((_MODULES[name]._options() if name in _MODULES else _OPTIONS[name]).keys())
+    return list(dataset_registry()[name].options())
 
 
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
-@pytest.mark.parametrize("name,field", [(n, f) for n in DATASETS for f in _dataset_options(n)])
+@pytest.mark.parametrize("name,field", [(n, f) for n in dataset_names() for f in _dataset_options(n)])
 def test_every_dataset_option_rejects_non_finite_numbers(name, field, value):
     with pytest.raises(ConfigError) as info:
         normalize_dataset_spec({"name": name, field: value}, "studies.s.dataset")
@@ -102,7 +102,8 @@ def test_every_partition_option_rejects_non_finite_numbers(scheme, field, value)
 
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize(
-    "name,field", [(n, f) for n in MODELS for f in [*MODEL_OPTIONS[n], "split", "adapter_rank"]]
+    "name,field",
+    [(n, f) for n in model_names() for f in [*model_registry()[n].options, "split", "adapter_rank"]],
 )
 def test_every_model_option_rejects_non_finite_numbers(name, field, value):
     with pytest.raises(ConfigError) as info:

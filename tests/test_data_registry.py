@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetfl.data import DATASETS, Dataset, dataset_id, dataset_info, load_dataset, normalize_dataset_spec
+from hetfl.data import Dataset, dataset_id, dataset_info, dataset_names, load_dataset, normalize_dataset_spec
+from hetfl.data.checks import REQUIRED
 from hetfl.data.dataset import normalize_pixels
+from hetfl.data.registry import registry
 from hetfl.errors import ConfigError
 
 
@@ -38,13 +40,16 @@ def test_normalize_fills_defaults_and_canonicalizes_numbers():
     assert dataset_id({"name": "synthetic"}) != dataset_id({"name": "synthetic", "alpha": 1.0})
     assert dataset_id({"name": "synthetic"}) == "synthetic"  # defaults: the plain name
     assert dataset_id({"name": "synthetic", "alpha": 1.0}).startswith("synthetic-")
-    assert len({dataset_id({"name": n}) for n in DATASETS}) == len(DATASETS)
+    plain = [
+        n for n in dataset_names() if REQUIRED not in [o.default for o in registry()[n].options().values()]
+    ]
+    assert len({dataset_id({"name": n}) for n in plain}) == len(plain) >= 8
 
 
 @pytest.mark.parametrize(
     "spec,key,allowed",
     [
-        ({"name": "cifar"}, "studies.s.dataset.name", "digits, fashion_mnist, mnist, mnist5k, synthetic"),
+        ({"name": "cifar"}, "studies.s.dataset.name", "digits, fashion_mnist, leaf, mnist, mnist5k, npz, synthetic"),
         ({}, "studies.s.dataset.name", "mnist5k"),
         ({"name": "mnist5k", "alpha": 1}, "studies.s.dataset.alpha", "name, normalize"),
         ({"name": "mnist", "normalize": "minmax"}, "studies.s.dataset.normalize", "none, unit, zscore"),

@@ -24,13 +24,41 @@ PFEDME = ["hetfl.algorithms.personalized.pfedme", "hetfl.train"]
 FEDAVG = ["hetfl.algorithms.baselines.fedavg", "hetfl.train"]
 
 
-def test_closure_follows_imports_but_not_the_registry():
+def test_closure_follows_imports_but_not_the_registries():
     mods = fp.closure(["hetfl.algorithms.personalized.pfedme"])
-    assert "hetfl.engine.grad" in mods and "hetfl.models.mlp" in mods
+    assert "hetfl.engine.grad" in mods
     assert "hetfl.algorithms.baselines.fedavg" not in mods
-    assert "hetfl.algorithms" not in fp.closure(
-        PFEDME
-    )  # the registry discovers modules, it is not code they run
+    mods = fp.closure(PFEDME)
+    assert "hetfl.algorithms" not in mods  # the registry discovers modules, it is not code they run
+    # a training job reads data.npz and clients.npz: no dataset, scheme or model module of its own
+    assert not [m for m in mods if m.startswith(("hetfl.data.partitioners", "hetfl.data.registry"))]
+    assert not [m for m in mods if m in ("hetfl.data.mnist5k", "hetfl.models.cnn", "hetfl.models.mlp")]
+    assert "hetfl.models.mlp" in fp.closure([*PFEDME, "hetfl.models.dnn"])  # the run's model, named
+
+
+def test_a_run_fingerprints_its_own_model_and_a_dataset_its_own_module(package):
+    from hetfl.config import data_fingerprint, partition_fingerprint, train_fingerprint
+
+    before = {
+        "mlr": train_fingerprint("fedavg", model="mlr"),
+        "cnn": train_fingerprint("fedavg", model="cnn"),
+        "mnist5k": data_fingerprint({"name": "mnist5k"}),
+        "digits": data_fingerprint({"name": "digits"}),
+        "dirichlet": partition_fingerprint({"scheme": "dirichlet"}),
+        "iid": partition_fingerprint({"scheme": "iid"}),
+    }
+    for path in ("models/cnn.py", "data/digits.py", "data/partitioners/iid.py"):
+        (package / path).write_text((package / path).read_text() + "\n_EXTRA = 1\n")
+    fp._parse.cache_clear()
+    after = {
+        "mlr": train_fingerprint("fedavg", model="mlr"),
+        "cnn": train_fingerprint("fedavg", model="cnn"),
+        "mnist5k": data_fingerprint({"name": "mnist5k"}),
+        "digits": data_fingerprint({"name": "digits"}),
+        "dirichlet": partition_fingerprint({"scheme": "dirichlet"}),
+        "iid": partition_fingerprint({"scheme": "iid"}),
+    }
+    assert {k for k in before if before[k] != after[k]} == {"cnn", "digits", "iid"}
 
 
 def test_editing_one_algorithm_changes_only_its_fingerprint(package):

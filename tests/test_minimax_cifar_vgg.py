@@ -112,8 +112,8 @@ def test_vgg11_full_size_and_bad_inputs():
 def test_plugin_interface(tmp_path, monkeypatch):
     """The registry's plug-in functions: options, info without data, load from a verified archive."""
     spec = {"name": "cifar10", "normalize": "unit"}
-    assert set(cifar10._options()) == {"normalize"}
-    info = cifar10.info(spec)
+    assert set(cifar10.CIFAR10.options()) == {"normalize"}
+    info = cifar10.CIFAR10.info(spec)
     assert info.num_samples == 60_000 and info.sample_shape == (3, 32, 32) and info.num_classes == 10
     rng = np.random.default_rng(2)
     parts = {m: _records(1, rng)[0] for m in cifar10.MEMBERS}
@@ -123,5 +123,5 @@ def test_plugin_interface(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cifar10, "SHA256", sha256_file(tmp_path / "raw" / cifar10.FILENAME))
     monkeypatch.setattr(cifar10.fetch, "__defaults__", (cifar10.URL, cifar10.SHA256))
-    ds = cifar10.load(spec, tmp_path)
+    ds = cifar10.CIFAR10.load(spec, tmp_path)
     assert ds.x.shape == (6, 3, 32, 32) and 0.0 <= ds.x.min() and ds.x.max() <= 1.0

@@ -33,6 +33,7 @@ from hetfl.data.partition import check_partition, normalize_partition_spec, part
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
+from hetfl.metrics import validation_names
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
@@ -330,6 +331,8 @@ def resolve_study(name: str, study: dict) -> Study:
         )
         _set_partition(runs[label], env, run.get("partition"), seeds, f"{key}.runs.{label}.partition")
         _set_problem(runs[label], env, run.get("problem"), f"{key}.runs.{label}.problem")
+        if runs[label].partition and runs[label].partition.get("val_fraction"):  # validation data: val_* too
+            runs[label].metrics += tuple(validation_names(runs[label].metrics))
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
@@ -576,10 +579,33 @@ def resolve_checkpoint(value: Any) -> dict[str, Any]:
     return cfg
 
 
-def train_fingerprint(algorithm: str, problem: str | None = None) -> str:
-    """Code fingerprint of a training job of ``algorithm`` (on ``problem``, if any): its module, the
-    problem's module, the training driver, and everything they import from hetfl."""
+def train_fingerprint(algorithm: str, problem: str | None = None, model: str | None = None) -> str:
+    """Code fingerprint of a training job of ``algorithm`` (on ``problem``, if any; with ``model``, on client
+    data): its module, the problem's or the model's module, the training driver, and everything they
+    import from hetfl. Registries are not followed (``hetfl.fingerprint``): adding an algorithm, problem,
+    model or dataset module changes no other job's fingerprint."""
     from hetfl.fingerprint import fingerprint
+    from hetfl.models import model_module
 
     modules = [algorithm_module(algorithm, problem or FEDERATION), "hetfl.train"]
-    return fingerprint(modules + ([problem_module(problem)] if problem else []))
+    modules += [problem_module(problem)] if problem else []
+    modules += [model_module(model)] if model else []
+    return fingerprint(modules)
+
+
+def data_fingerprint(dataset: dict[str, Any]) -> str:
+    """Code fingerprint of the ``data`` job of a normalized dataset spec: the registry and the dataset's
+    own module (with what they import), not the other datasets."""
+    from hetfl.data.registry import dataset_module
+    from hetfl.fingerprint import fingerprint
+
+    return fingerprint(["hetfl.data.registry", dataset_module(dataset["name"])])
+
+
+def partition_fingerprint(partition: dict[str, Any]) -> str:
+    """Code fingerprint of the ``partition`` jobs of a normalized partition spec: the partition driver,
+    the statistics and the scheme's own module, not the other schemes."""
+    from hetfl.data.partition import scheme_module
+    from hetfl.fingerprint import fingerprint
+
+    return fingerprint(["hetfl.data.partition", "hetfl.data.stats", scheme_module(partition["scheme"])])

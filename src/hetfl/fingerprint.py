@@ -10,7 +10,10 @@ A package's ``__init__`` counts only when code imports names from the package it
 (``from hetfl.models import build_model``), not when it imports a submodule
 (``from hetfl.data.dataset import Dataset``): package ``__init__`` files only re-export. The algorithm
 and problem registries (``hetfl.algorithms``, ``hetfl.problems``) are never followed: they map names to
-modules as strings, and adding an algorithm must not rerun the others.
+modules as strings, and adding an algorithm must not rerun the others; the model and dataset registries
+(``hetfl.models``, ``hetfl.data.registry``) discover their entries instead of importing them, and the
+partition schemes' table (``hetfl.data.partitioners``) is not followed either: the caller names the one
+module of each kind a job uses (``hetfl.config.train_fingerprint`` and its siblings).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent  # .../hetfl
 PACKAGE = "hetfl"
-EXCLUDE = frozenset({"hetfl.algorithms", "hetfl.problems"})  # the registries: names -> module paths
+# the registries, names -> modules: their entries are fingerprinted where a job uses them (the run's
+# algorithm, problem, model; the dataset's module; the partition's scheme), never all of them
+EXCLUDE = frozenset({"hetfl.algorithms", "hetfl.problems", "hetfl.data.partitioners"})
 _EXTERNAL: dict[str, Path] = {}  # modules outside hetfl named explicitly (e.g. a registered plugin)
 
 

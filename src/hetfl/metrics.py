@@ -1,6 +1,6 @@
 """Metric names and the evaluation of an algorithm's models into tidy rows.
 
-Names are ``{split}_{stat}_{model}``: split ∈ {train, test}, stat ∈ {loss, acc}, model ∈ the
+Names are ``{split}_{stat}_{model}``: split ∈ {train, test} (and ``val`` with validation data), stat ∈ {loss, acc}, model ∈ the
 algorithm's ``models`` (``global``, ``personal``, ``local``, ...). Values over clients are
 sample-weighted (Σ_i correct_i / Σ_i n_i, as pFedMe's official evaluation, spec pfedme.md §1.7): the
 test accuracy of ``personal`` is each client's own model on its own test data, pooled.
@@ -9,21 +9,30 @@ Per-client values go to a separate table: ``test_acc``, ``test_loss``, ``train_l
 
 from __future__ import annotations
 
-from hetfl.engine.evaluate import Evaluator
-from hetfl.engine.params import Params
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names are used by the config (no torch needed there)
+    from hetfl.engine.evaluate import Evaluator
+    from hetfl.engine.params import Params
 
 SPLITS = ("train", "test")
 STATS = ("loss", "acc")
-CLIENT_METRICS = (("test", "acc"), ("test", "loss"), ("train", "loss"))
+CLIENT_METRICS = (("test", "acc"), ("test", "loss"), ("train", "loss"), ("val", "acc"), ("val", "loss"))
 
 
 def metric_names(models: tuple[str, ...], task: str = "classification") -> list[str]:
     """All metric names an algorithm with these ``models`` writes, e.g. ``test_acc_personal``.
 
-    Regression (squared error) has no accuracy: only ``{split}_loss_{model}``.
+    Regression (squared error) has no accuracy: only ``{split}_loss_{model}``. With validation data the
+    same names with split ``val`` come too (:func:`validation_names`).
     """
     stats = STATS if task == "classification" else ("loss",)
     return [f"{split}_{stat}_{model}" for model in models for split in SPLITS for stat in stats]
+
+
+def validation_names(names: list[str] | tuple[str, ...]) -> list[str]:
+    """The ``val_*`` metrics that come with validation data: one per ``test_{loss,acc}_<model>`` name."""
+    return [f"val_{n[len('test_') :]}" for n in names if n.startswith(("test_loss_", "test_acc_"))]
 
 
 def evaluate_models(
@@ -33,7 +42,8 @@ def evaluate_models(
 
     Args:
         models: name -> params ``[1, ...]`` or ``[N, ...]``. Names mapping to the same dict object
-            (aliases, e.g. FedAvg's personal = global) are evaluated once.
+            (aliases, e.g. FedAvg's personal = global) are evaluated once. With validation data
+            (``Federation.val``) every model is scored on it too (``val_loss_<model>``, ``val_acc_<model>``).
 
     Returns:
         ``(rows, client_rows)``: ``[(metric, value)]`` pooled over clients, and
@@ -42,17 +52,18 @@ def evaluate_models(
     rows: list[tuple[str, float]] = []
     client_rows: list[tuple[int, str, float]] = []
     done: dict[int, dict] = {}
+    splits = evaluator.fed.splits
     for model, params in models.items():
         scores = done.get(id(params))
         if scores is None:
-            scores = done[id(params)] = {split: evaluator.scores(params, split) for split in SPLITS}
-        for split in SPLITS:
+            scores = done[id(params)] = {split: evaluator.scores(params, split) for split in splits}
+        for split in splits:
             loss, acc = scores[split].weighted()
             rows.append((f"{split}_loss_{model}", loss))
             if scores[split].has_acc:
                 rows.append((f"{split}_acc_{model}", acc))
         for split, stat in CLIENT_METRICS:
-            if stat == "acc" and not scores[split].has_acc:
+            if split not in scores or (stat == "acc" and not scores[split].has_acc):
                 continue
             values = getattr(scores[split], stat).tolist()
             client_rows += [(i, f"{split}_{stat}_{model}", v) for i, v in enumerate(values)]

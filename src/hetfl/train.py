@@ -25,8 +25,8 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from hetfl.algorithms import get_algorithm
+from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
-from hetfl.data.partition import Partition
 from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule

@@ -14,9 +14,9 @@ if SRC.is_dir():
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from hetfl.config import build_suite, train_fingerprint
+from hetfl.config import build_suite, data_fingerprint, partition_fingerprint, train_fingerprint
+from hetfl.data.registry import dataset_checksum, dataset_files
 from hetfl.errors import ConfigError
-from hetfl.fingerprint import fingerprint
 from hetfl.ids import canonical_json
 from hetfl.report import figure_about, study_about
 from hetfl.resources import train_resources
@@ -35,8 +35,6 @@ PARTITIONS = {  # every partition a run uses (a run may override its study's)
     (s.dataset_id, r.partition_id): r.partition for s in DATA_STUDIES.values() for r in s.runs.values()
 }
 ENV = "../envs/hetfl.yaml"
-DATA_CODE = fingerprint(["hetfl.data.registry"])
-PARTITION_CODE = fingerprint(["hetfl.data.partition", "hetfl.data.stats"])
 
 
 wildcard_constraints:
@@ -65,6 +63,26 @@ def get_partition_spec(wildcards):
     return canonical_json(PARTITIONS[(wildcards.dataset, wildcards.partition)])
 
 
+def get_dataset_files(wildcards):
+    """The user's files a dataset reads (npz, leaf): editing one reruns its partitions and runs."""
+    return dataset_files(DATASETS[wildcards.dataset])
+
+
+def get_dataset_checksum(wildcards):
+    """SHA-256 of the user's files: a file replaced by an older one with other content reruns too."""
+    return dataset_checksum(DATASETS[wildcards.dataset])
+
+
+def get_data_code(wildcards):
+    """The fingerprint of the code that builds this dataset (its own module, not the other datasets')."""
+    return data_fingerprint(DATASETS[wildcards.dataset])
+
+
+def get_partition_code(wildcards):
+    """The fingerprint of the code that makes this partition (its scheme's module, not the others')."""
+    return partition_fingerprint(PARTITIONS[(wildcards.dataset, wildcards.partition)])
+
+
 def get_train_input(wildcards):
     s = STUDIES[wildcards.study]
     source = s.runs[wildcards.run].settings["init_from"]
@@ -83,8 +101,9 @@ def get_run_spec(wildcards):
 
 
 def get_run_code(wildcards):
-    s = STUDIES[wildcards.study]
-    return train_fingerprint(s.runs[wildcards.run].algorithm, s.problem and s.problem["name"])
+    s, r = STUDIES[wildcards.study], STUDIES[wildcards.study].runs[wildcards.run]
+    model = None if s.problem else r.settings["model"]["name"]
+    return train_fingerprint(r.algorithm, s.problem and s.problem["name"], model)
 
 
 def get_train_runtime(wildcards, attempt):

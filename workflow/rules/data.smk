@@ -1,9 +1,12 @@
 rule data:
+    input:
+        get_dataset_files,
     output:
         "results/data/{dataset}/data.npz",
     params:
         spec=get_dataset_spec,
-        code=DATA_CODE,
+        code=get_data_code,
+        files=get_dataset_checksum,
     conda:
         ENV
     log:

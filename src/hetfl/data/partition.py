@@ -7,7 +7,12 @@ A partition spec is the ``partition:`` mapping of a study, e.g.
 - ``clients``: number of clients N (required, except for ``natural`` where it defaults to the users);
 - ``test_fraction`` (0.25): per client, shuffle and keep the first ``int((1 - f) n)`` samples for
   training, the rest for testing (pFedMe's ``int(0.75 * n)``);
+- ``val_fraction`` (optional, default 0): per client, a share of its training samples held out for
+  validation (metrics ``val_*``; what ``tune:`` selects on), never trained on;
 - ``seed`` (optional): a fixed partition seed; accepted here, the caller decides which seed to pass.
+
+A dataset with its own train/test division (LEAF files, an npz with ``split``) keeps it under the
+``natural`` scheme; ``test_fraction`` then does not apply.
 
 Every client must end with at least one train and one test sample. Bad keys and infeasible requests
 raise :class:`~hetfl.errors.ConfigError` naming the dotted key, before any data is loaded where the
@@ -17,83 +22,24 @@ raise :class:`~hetfl.errors.ConfigError` naming the dotted key, before any data 
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
-from hetfl.data.dataset import Dataset, DatasetInfo, atomic_savez
+from hetfl.data.checks import MAX_SEED, REQUIRED, Option, check_options, float_check, int_check
+from hetfl.data.clients import Partition
+from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.partitioners import SCHEME_MODULES
-from hetfl.data.partitioners.common import min_client_size, split_train_test
-from hetfl.data.registry import MAX_SEED, REQUIRED, Option, check_options, float_check, int_check
+from hetfl.data.partitioners.common import min_client_size, split_train_test, split_validation
 from hetfl.errors import ConfigError
-from hetfl.ids import canonical_json, spec_id
+from hetfl.ids import spec_id
 
-SCHEMES: tuple[str, ...] = ("clusters", "dirichlet", "iid", "natural", "pathological")
+SCHEMES: tuple[str, ...] = tuple(sorted(SCHEME_MODULES))
 
 
-@dataclass
-class Partition:
-    """Per-client train and test indices into one dataset, and the clients' clusters.
-
-    A client's train and test indices are disjoint. Different clients' indices are disjoint too, except
-    under ``pathological`` with ``overlap: faithful``, which reproduces pFedMe's overlapping split.
-
-    Attributes:
-        train: per client, int64 indices into the dataset.
-        test: per client, int64 indices into the dataset.
-        cluster: int64 ``[num_clients]`` cluster id of each client (all 0 without clusters).
-        transforms: per cluster id, the transform its clients' data get (see ``hetfl.data.transforms``),
-            e.g. ``{"kind": "none"}`` or ``{"kind": "rotate", "angle": 90.0}``.
-    """
-
-    train: list[np.ndarray]
-    test: list[np.ndarray]
-    cluster: np.ndarray
-    transforms: list[dict]
-
-    def __post_init__(self) -> None:
-        self.train = [np.asarray(t, dtype=np.int64) for t in self.train]
-        self.test = [np.asarray(t, dtype=np.int64) for t in self.test]
-        self.cluster = np.asarray(self.cluster, dtype=np.int64)
-        if len(self.train) != len(self.test) or self.cluster.shape != (len(self.train),):
-            raise ValueError("train, test and cluster must have one entry per client")
-        if self.cluster.size and (self.cluster.min() < 0 or self.cluster.max() >= len(self.transforms)):
-            raise ValueError("every cluster id needs a transform")
-
-    @property
-    def num_clients(self) -> int:
-        """Number of clients N."""
-        return len(self.train)
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write one ``.npz`` (atomically): the concatenated indices with ``[N + 1]`` offsets per split,
-        ``cluster``, and ``transforms`` as an array of JSON strings (no pickles)."""
-        arrays = {
-            "cluster": self.cluster,
-            "transforms": np.array([canonical_json(t) for t in self.transforms]),
-        }
-        for split, parts in (("train", self.train), ("test", self.test)):
-            arrays[f"{split}_indices"] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            arrays[f"{split}_offsets"] = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(
-                np.int64
-            )
-        atomic_savez(path, arrays)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> Partition:
-        """Read a file written by :meth:`save` (``allow_pickle=False``)."""
-        with np.load(path, allow_pickle=False) as f:
-            splits = {}
-            for split in ("train", "test"):
-                idx, off = f[f"{split}_indices"], f[f"{split}_offsets"]
-                splits[split] = [idx[a:b] for a, b in zip(off[:-1], off[1:], strict=True)]
-            transforms = [json.loads(s) for s in f["transforms"].tolist()]
-            return cls(
-                train=splits["train"], test=splits["test"], cluster=f["cluster"], transforms=transforms
-            )
+def scheme_module(scheme: str) -> str:
+    """The module of partition scheme ``scheme`` (what its ``partition`` jobs fingerprint)."""
+    return SCHEME_MODULES[scheme].__name__
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -104,6 +50,7 @@ def _common_options(scheme: str) -> dict[str, Option]:
     return {
         "clients": Option(None if scheme == "natural" else REQUIRED, int_check(lo=1)),
         "test_fraction": Option(0.25, float_check(0.0, 1.0, lo_open=True, hi_open=True)),
+        "val_fraction": Option(None, float_check(0.0, 1.0, hi_open=True)),
         "seed": Option(None, int_check(lo=0, hi=MAX_SEED)),
     }
 
@@ -144,10 +91,20 @@ def normalize_partition_spec(spec: dict, key: str, info: DatasetInfo) -> dict:
             f"{info.name!r} is a regression dataset; label-based splits do not apply",
             allowed=("clusters (by: rotate or permute_pixels)", "iid", "natural"),
         )
+    if info.predefined_split and scheme == "natural" and "test_fraction" in spec:
+        raise ConfigError(
+            f"{key}.test_fraction",
+            f"{info.name!r} carries its own train/test division, which the natural split keeps: "
+            "remove test_fraction (or use another scheme, which pools the samples)",
+        )
     module = SCHEME_MODULES[scheme]
     options = {**_common_options(scheme), **module.OPTIONS}
     out = check_options(spec, key, options, f"partition scheme {scheme!r}", fixed=("scheme",))
-    if "clients" in out:
+    if not out.get("val_fraction"):  # 0 and omitted are the same partition (the same id)
+        out.pop("val_fraction", None)
+    if info.predefined_split and scheme == "natural":  # the data's own division: no test_fraction
+        out.pop("test_fraction")
+    if "clients" in out and "test_fraction" in out:
         need = min_client_size(out["test_fraction"])
         if out["clients"] * need > info.num_samples:
             raise ConfigError(
@@ -214,6 +171,7 @@ def make_partition(spec: dict, dataset: Dataset, seed: int, key: str = "partitio
         key=key,
         task=dataset.task,
         user_clusters=dataset.user_clusters,
+        split=dataset.split,
     )
 
 
@@ -228,6 +186,7 @@ def make_partition_from_labels(
     key: str = "partition",
     task: str = "classification",
     user_clusters: np.ndarray | None = None,
+    split: np.ndarray | None = None,
 ) -> Partition:
     """:func:`make_partition` from the labels alone (what a partition depends on).
 
@@ -237,7 +196,13 @@ def make_partition_from_labels(
         sample_shape: shape of one sample (``rotate`` needs images, ``permute_pixels`` the size).
         task: the dataset's task (label-based schemes refuse a regression dataset).
         user_clusters: ground-truth cluster per user (the natural split records it), or ``None``.
+        split: int ``[n]``, the data's own train (0) / test (1) division, kept by the ``natural`` scheme
+            (each client's train and test samples in dataset order); ``None``: drawn by ``test_fraction``.
         Other arguments as in :func:`make_partition`.
+
+    With ``val_fraction`` f > 0 each client's validation samples are ``max(1, int(f · n_train))`` of its
+    training samples, drawn with the partition seed's stream ``val``; the rest stay in training, in
+    their order (:func:`~hetfl.data.partitioners.common.split_validation`).
     """
     y = np.asarray(y, dtype=np.int64)
     users = None if users is None else np.asarray(users, dtype=np.int64)
@@ -252,11 +217,17 @@ def make_partition_from_labels(
         user_counts=user_counts,
         task=task,
         user_clusters=user_clusters,
+        predefined_split=split is not None,
     )
     spec = normalize_partition_spec(spec, key, info)
     seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")
     assignment = SCHEME_MODULES[spec["scheme"]].assign(spec, y, users, info, seed, key)
-    train, test = split_train_test(assignment.clients, spec["test_fraction"], seed, assignment.shuffle)
+    if split is not None and spec["scheme"] == "natural":
+        split = np.asarray(split)
+        train = [idx[split[idx] == 0] for idx in assignment.clients]
+        test = [idx[split[idx] == 1] for idx in assignment.clients]
+    else:
+        train, test = split_train_test(assignment.clients, spec["test_fraction"], seed, assignment.shuffle)
     for u, (tr, te) in enumerate(zip(train, test, strict=True)):
         if tr.size == 0 or te.size == 0:
             raise ConfigError(
@@ -264,4 +235,9 @@ def make_partition_from_labels(
                 f"client {u} got {tr.size + te.size} samples ({tr.size} train, {te.size} test); every client "
                 f"needs >= 1 of each: change {key}.clients, {key}.test_fraction or the scheme's options",
             )
-    return Partition(train=train, test=test, cluster=assignment.cluster, transforms=assignment.transforms)
+    val = None
+    if spec.get("val_fraction"):
+        train, val = split_validation(train, spec["val_fraction"], seed, f"{key}.val_fraction")
+    return Partition(
+        train=train, test=test, cluster=assignment.cluster, transforms=assignment.transforms, val=val
+    )

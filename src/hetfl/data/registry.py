@@ -5,170 +5,61 @@ A dataset spec is the ``dataset:`` mapping of a study, e.g. ``{name: mnist5k}`` 
 defaults; :func:`dataset_id` names its folder; :func:`dataset_info` answers what partition validation
 needs without loading anything; :func:`load_dataset` builds the :class:`~hetfl.data.dataset.Dataset`.
 
-The small option checkers at the top are shared with ``hetfl.data.partition``.
+Datasets are plug-ins (:class:`~hetfl.data.source.DatasetSource`), discovered from the ``DATASETS``
+lists of the modules under ``hetfl.data``: this module imports none of them, so adding a dataset
+changes no fingerprint but its own (:func:`dataset_module`).
 """
 
 from __future__ import annotations
 
-import numbers
+import hashlib
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from hetfl.data import cifar10, digits, mnist5k, synthetic, synthetic_heart, synthetic_lsr
-from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_pixels
+from hetfl.data.checks import (  # noqa: F401  (re-exported: the option checkers used to live here)
+    MAX_SEED,
+    REQUIRED,
+    Option,
+    bool_check,
+    check_options,
+    choice_check,
+    float_check,
+    int_check,
+)
+from hetfl.data.dataset import Dataset, DatasetInfo
+from hetfl.data.source import DatasetSource
+from hetfl.discovery import discover
 from hetfl.errors import ConfigError
 from hetfl.ids import spec_id
-from hetfl.options import number_from_text
-
-# ----------------------------------------------------------------------------------------------------
-# option checking (shared with partition.py)
-
-REQUIRED = object()
-"""Default marking an option that must be given."""
-
-MAX_SEED = 2**32 - 1  # numpy's legacy RandomState accepts 0 .. 2**32 - 1
 
 
-@dataclass(frozen=True)
-class Option:
-    """One config option: its default (or :data:`REQUIRED`) and a checker ``(value, key) -> value``."""
-
-    default: Any
-    check: Callable[[Any, str], Any]
+@cache
+def registry() -> dict[str, type[DatasetSource]]:
+    """Config name -> dataset class, for every dataset declared under ``hetfl.data``."""
+    return discover("hetfl.data", "DATASETS")
 
 
-def int_check(lo: int | None = None, hi: int | None = None) -> Callable[[Any, str], int]:
-    """Checker for an integer in ``[lo, hi]`` (booleans are rejected)."""
-
-    def check(value: Any, key: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ConfigError(key, f"must be an integer, got {value!r}")
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise ConfigError(
-                key, f"must be an integer in [{lo}, {'inf' if hi is None else hi}], got {value}"
-            )
-        return int(value)
-
-    return check
+def dataset_names() -> tuple[str, ...]:
+    """The config names of every dataset, sorted."""
+    return tuple(sorted(registry()))
 
 
-def float_check(
-    lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False
-) -> Callable[[Any, str], float]:
-    """Checker for a finite real number in the interval ``lo..hi`` (open or closed ends); returns a float.
-
-    A string spelling a decimal number (YAML 1.1 reads ``5e-2`` as a string) is taken as that number.
-    """
-
-    def check(value: Any, key: str) -> float:
-        value = number_from_text(value)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-            raise ConfigError(key, f"must be a finite number, got {value!r}")
-        value = float(value)
-        bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
-        bad_hi = hi is not None and (value >= hi if hi_open else value > hi)
-        if bad_lo or bad_hi:
-            interval = (
-                f"{'(' if lo_open else '['}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}"
-            )
-            raise ConfigError(key, f"must lie in {interval}{')' if hi_open else ']'}, got {value}")
-        return value
-
-    return check
-
-
-def choice_check(*allowed: str) -> Callable[[Any, str], str]:
-    """Checker for one of the given strings."""
-
-    def check(value: Any, key: str) -> str:
-        if value not in allowed:
-            raise ConfigError(key, f"unknown value {value!r}", allowed=allowed)
-        return value
-
-    return check
-
-
-def bool_check(value: Any, key: str) -> bool:
-    """Checker for a boolean (YAML ``true``/``false``)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(key, f"must be true or false, got {value!r}", allowed=("false", "true"))
-    return bool(value)
-
-
-def check_options(
-    spec: Any, key: str, options: Mapping[str, Option], what: str, fixed: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """Check a spec mapping against ``options`` and fill the defaults.
-
-    Args:
-        spec: the user's mapping.
-        key: dotted config key of the mapping, used in error messages.
-        options: allowed option -> :class:`Option`.
-        what: the thing being configured, for messages (e.g. ``"dataset 'synthetic'"``).
-        fixed: keys already checked by the caller, copied unchanged (e.g. ``name``).
-
-    Returns:
-        a new dict with every option of ``options`` (defaults filled; options whose default is
-        ``None`` and which are absent stay absent) plus the ``fixed`` keys.
+def dataset_module(name: str) -> str:
+    """The module that declares dataset ``name`` (what its ``data`` jobs fingerprint).
 
     Raises:
-        ConfigError: not a mapping, an unknown option (listing the allowed ones), a missing required
-            option, or a bad value.
+        ConfigError: unknown dataset (key ``dataset.name``, listing the known ones).
     """
-    if not isinstance(spec, Mapping):
-        raise ConfigError(key, f"must be a mapping, got {type(spec).__name__}")
-    allowed = (*fixed, *options)
-    for k in spec:
-        if k not in allowed:
-            raise ConfigError(f"{key}.{k}", f"unknown option for {what}", allowed=allowed)
-    # the given values first, so that a bad value is named before a missing required option
-    given = {k: opt.check(spec[k], f"{key}.{k}") for k, opt in options.items() if spec.get(k) is not None}
-    out: dict[str, Any] = {k: spec[k] for k in fixed if k in spec}
-    for k, opt in options.items():
-        if k in given:
-            out[k] = given[k]
-        elif opt.default is REQUIRED:
-            raise ConfigError(f"{key}.{k}", f"required for {what}")
-        elif opt.default is not None:
-            out[k] = opt.default
-    return out
+    return _source(name, "dataset.name").__module__
 
 
-# ----------------------------------------------------------------------------------------------------
-# datasets
-
-# Datasets provided by a module with ``NAME``, ``_options()``, ``info(spec)`` and ``generate(spec)``
-# (or ``load(spec, root)``): adding one is one module and one line here.
-_MODULES = {m.NAME: m for m in (synthetic_lsr, synthetic_heart, cifar10)}
-DATASETS: tuple[str, ...] = tuple(
-    sorted(("digits", "fashion_mnist", "mnist", "mnist5k", "synthetic", *_MODULES))
-)
-
-_IMAGE_OPTIONS = {"normalize": Option("zscore", choice_check(*NORMALIZATIONS))}
-_OPTIONS: dict[str, dict[str, Option]] = {
-    "digits": _IMAGE_OPTIONS,
-    "fashion_mnist": _IMAGE_OPTIONS,
-    "mnist": _IMAGE_OPTIONS,
-    "mnist5k": _IMAGE_OPTIONS,
-    "synthetic": {
-        "alpha": Option(0.5, float_check(lo=0.0)),
-        "beta": Option(0.5, float_check(lo=0.0)),
-        "num_users": Option(100, int_check(lo=1)),
-        "dimension": Option(60, int_check(lo=1)),
-        "num_classes": Option(10, int_check(lo=2)),
-        "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-        "iid": Option(False, bool_check),
-    },
-}
-
-# per-digit counts of the 70,000 images (60k train + 10k test), as in specs/pfedme.md §4.2
-_MNIST_CLASS_COUNTS = (6903, 7877, 6990, 7141, 6824, 6313, 6876, 7293, 6825, 6958)
-_FASHION_CLASS_COUNTS = (7000,) * 10
+def _source(name: object, key: str) -> type[DatasetSource]:
+    datasets = registry()
+    if name not in datasets:
+        raise ConfigError(key, f"unknown dataset {name!r}", allowed=datasets)
+    return datasets[name]
 
 
 def normalize_dataset_spec(spec: dict, key: str) -> dict:
@@ -183,16 +74,13 @@ def normalize_dataset_spec(spec: dict, key: str) -> dict:
         float), so equal datasets give equal dicts.
 
     Raises:
-        ConfigError: naming ``key.name`` (unknown dataset, allowed: :data:`DATASETS`) or
-            ``key.<option>`` (unknown option or bad value, with the allowed ones).
+        ConfigError: naming ``key.name`` (unknown dataset, allowed: :func:`dataset_names`) or
+            ``key.<option>`` (unknown option, missing required option or bad value, with the allowed ones).
     """
     if not isinstance(spec, Mapping):
         raise ConfigError(key, f"must be a mapping with a 'name', got {type(spec).__name__}")
-    name = spec.get("name")
-    if name not in DATASETS:
-        raise ConfigError(f"{key}.name", f"unknown dataset {name!r}", allowed=DATASETS)
-    options = _MODULES[name]._options() if name in _MODULES else _OPTIONS[name]
-    return check_options(spec, key, options, f"dataset {name!r}", fixed=("name",))
+    source = _source(spec.get("name"), f"{key}.name")
+    return check_options(spec, key, source.options(), f"dataset {source.name!r}", fixed=("name",))
 
 
 def dataset_id(spec: dict) -> str:
@@ -202,49 +90,56 @@ def dataset_id(spec: dict) -> str:
         ConfigError: see :func:`normalize_dataset_spec` (key ``dataset``).
     """
     spec = normalize_dataset_spec(spec, "dataset")
-    if spec == normalize_dataset_spec({"name": spec["name"]}, "dataset"):
-        return spec["name"]
-    return spec_id(spec["name"], {k: v for k, v in spec.items() if k != "name"})
+    options = {k: v for k, v in spec.items() if k != "name"}
+    defaults = {k: o.default for k, o in _source(spec["name"], "dataset.name").options().items()}
+    return (
+        spec["name"]
+        if options == {k: v for k, v in defaults.items() if v is not None}
+        else spec_id(spec["name"], options)
+    )
 
 
-def dataset_info(spec: dict) -> DatasetInfo:
-    """What is known about a dataset without loading it (milliseconds).
-
-    For Synthetic, the sizes come from the generator's first RNG call alone (``num_samples`` and
-    ``user_counts`` exact) and ``class_counts`` is ``None``.
+def dataset_info(spec: dict, key: str = "dataset") -> DatasetInfo:
+    """What is known about a dataset without loading it (milliseconds for shipped and generated data;
+    a user's file is read once per process for its sizes).
 
     Raises:
-        ConfigError: see :func:`normalize_dataset_spec` (key ``dataset``).
+        ConfigError: see :func:`normalize_dataset_spec`; a user's file that cannot be read, naming
+            ``key.<option>``.
     """
+    spec = normalize_dataset_spec(spec, key)
+    return _source(spec["name"], f"{key}.name").info(spec, key)
+
+
+def dataset_files(spec: dict) -> list[str]:
+    """The user's files a dataset reads (the ``data`` job's inputs), as given in its spec; [] for shipped
+    and generated data."""
     spec = normalize_dataset_spec(spec, "dataset")
-    name = spec["name"]
-    if name in _MODULES:
-        return _MODULES[name].info(spec)
-    if name == "synthetic":
-        sizes = synthetic.synthetic_sizes(spec["num_users"], spec["seed"])
-        return DatasetInfo(
-            name=name,
-            num_samples=int(sizes.sum()),
-            num_classes=spec["num_classes"],
-            class_counts=None,
-            sample_shape=(spec["dimension"],),
-            num_users=spec["num_users"],
-            user_counts=sizes,
-        )
-    counts = {
-        "digits": digits.CLASS_COUNTS,
-        "mnist5k": mnist5k.CLASS_COUNTS,
-        "mnist": _MNIST_CLASS_COUNTS,
-        "fashion_mnist": _FASHION_CLASS_COUNTS,
-    }[name]
-    shape = digits.SAMPLE_SHAPE if name == "digits" else mnist5k.SAMPLE_SHAPE
-    return DatasetInfo(
-        name=name,
-        num_samples=int(sum(counts)),
-        num_classes=len(counts),
-        class_counts=np.asarray(counts, dtype=np.int64),
-        sample_shape=shape,
+    return _source(spec["name"], "dataset.name").files(spec)
+
+
+def dataset_checksum(spec: dict) -> str:
+    """SHA-256 over the content of :func:`dataset_files` (empty string when there are none): a params
+    value of the ``data`` job, so that a file replaced by one with other content but an older
+    modification time still reruns its dataset. Cached per file size and modification time."""
+    files = dataset_files(spec)
+    return (
+        hashlib.sha256("".join(_file_sha256(*_stamp(f)) for f in files).encode()).hexdigest() if files else ""
     )
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns
+
+
+@cache
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def load_dataset(spec: dict, root: str | os.PathLike) -> Dataset:
@@ -252,8 +147,8 @@ def load_dataset(spec: dict, root: str | os.PathLike) -> Dataset:
 
     Args:
         spec: a dataset spec (normalized here).
-        root: this dataset's folder; downloads go to ``root/"raw"`` (MNIST, Fashion-MNIST). Unused
-            by the shipped (mnist5k, digits) and generated (synthetic) datasets.
+        root: this dataset's folder; downloads go to ``root/"raw"`` (MNIST, Fashion-MNIST, CIFAR-10).
+            Unused by shipped, generated and user-file datasets.
 
     Returns:
         the dataset; images are ``[n, 1, H, W]`` float32, normalized by the ``normalize`` option.
@@ -263,30 +158,4 @@ def load_dataset(spec: dict, root: str | os.PathLike) -> Dataset:
         DataUnavailableError: a download is needed and impossible (see ``hetfl.data.download``).
     """
     spec = normalize_dataset_spec(spec, "dataset")
-    name = spec["name"]
-    if name in _MODULES:
-        module = _MODULES[name]
-        return module.load(spec, Path(root)) if hasattr(module, "load") else module.generate(spec)
-    if name == "synthetic":
-        x, y, users = synthetic.generate_synthetic(
-            alpha=spec["alpha"],
-            beta=spec["beta"],
-            num_users=spec["num_users"],
-            dimension=spec["dimension"],
-            num_classes=spec["num_classes"],
-            seed=spec["seed"],
-            iid=spec["iid"],
-        )
-        return Dataset(name, x, y, spec["num_classes"], users)
-    if name == "mnist5k":
-        raw, y = mnist5k.load_mnist5k_raw()
-        max_value = mnist5k.MAX_VALUE
-    elif name == "digits":
-        raw, y = digits.load_digits_raw()
-        max_value = digits.MAX_VALUE
-    else:
-        from hetfl.data.download import load_remote_images
-
-        raw, y = load_remote_images(name, Path(root))
-        max_value = 255.0
-    return Dataset(name, normalize_pixels(raw, spec["normalize"], max_value), y, 10)
+    return _source(spec["name"], "dataset.name").load(spec, Path(root))

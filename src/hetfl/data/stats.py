@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from hetfl.data.partition import Partition
+from hetfl.data.clients import Partition
 
 
 def partition_stats(part: Partition, y: np.ndarray, num_classes: int) -> pd.DataFrame:
@@ -22,11 +22,13 @@ def partition_stats(part: Partition, y: np.ndarray, num_classes: int) -> pd.Data
 
     Returns:
         tidy DataFrame with columns ``client, cluster, split, label, count`` (int), one row per
-        (client, split, label), zeros included: ``2 * N * C`` rows, clients in order, ``train`` first.
+        (client, split, label), zeros included: ``2 * N * C`` rows (``3 * N * C`` with validation data:
+        split ``val``), clients in order, ``train`` first.
     """
     y = np.asarray(y)
     frames = []
-    for split, parts in (("train", part.train), ("test", part.test)):
+    splits = [("train", part.train), ("test", part.test)] + ([("val", part.val)] if part.val is not None else [])
+    for split, parts in splits:
         counts = np.stack([np.bincount(y[idx], minlength=num_classes) for idx in parts])  # [N, C]
         clients = np.repeat(np.arange(part.num_clients), num_classes)
         frames.append(
@@ -44,7 +46,7 @@ def partition_stats(part: Partition, y: np.ndarray, num_classes: int) -> pd.Data
 
 
 def plot_partition_stats(stats: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Samples per client stacked by label, one panel for train and one for test; written as png.
+    """Samples per client stacked by label, one panel per split (train, validation if any, test); png.
 
     The figure widens with the number of clients and labels every ``ceil(N / 25)``-th client, so it
     stays readable for 20 and for 100 clients; with more than one cluster the x labels read
@@ -65,9 +67,10 @@ def plot_partition_stats(stats: pd.DataFrame, path: str | os.PathLike) -> None:
     num_clusters = int(stats["cluster"].nunique())
     palette = sns.color_palette("tab10" if len(labels) <= 10 else "husl", len(labels))
     width = min(24.0, max(7.0, 0.16 * num_clients + 3.0))
-    fig, axes = plt.subplots(2, 1, figsize=(width, 6.5), sharex=True)
+    splits = [s for s in ("train", "val", "test") if (stats["split"] == s).any()]
+    fig, axes = plt.subplots(len(splits), 1, figsize=(width, 3.25 * len(splits)), sharex=True)
     step = max(1, math.ceil(num_clients / 25))
-    for ax, split in zip(axes, ("train", "test"), strict=True):
+    for ax, split in zip(axes, splits, strict=True):
         data = stats[stats["split"] == split]
         sns.histplot(
             data=data,
@@ -86,11 +89,11 @@ def plot_partition_stats(stats: pd.DataFrame, path: str | os.PathLike) -> None:
         ax.set_ylabel(f"{split} samples")
         ax.set_xlim(-0.75, num_clients - 0.25)
     ticks = np.arange(0, num_clients, step)
-    axes[1].set_xticks(ticks)
+    axes[-1].set_xticks(ticks)
     if num_clusters > 1 and step == 1:
         cluster = stats.drop_duplicates("client").set_index("client")["cluster"]
-        axes[1].set_xticklabels([f"{t}\n({cluster[t]})" for t in ticks], fontsize=8)
-    axes[1].set_xlabel("client (cluster)" if num_clusters > 1 and step == 1 else "client")
+        axes[-1].set_xticklabels([f"{t}\n({cluster[t]})" for t in ticks], fontsize=8)
+    axes[-1].set_xlabel("client (cluster)" if num_clusters > 1 and step == 1 else "client")
     legend = axes[0].get_legend()
     if legend is not None:
         sns.move_legend(

@@ -29,6 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetfl.data.checks import MAX_SEED, Option, bool_check, float_check, int_check
+from hetfl.data.dataset import Dataset, DatasetInfo
+from hetfl.data.source import DatasetSource
+
 
 def synthetic_sizes(num_users: int = 100, seed: int = 0) -> np.ndarray:
     """Samples per user, from the generator's first RNG call alone (cheap).
@@ -89,3 +93,51 @@ def generate_synthetic(
         xs.append(x)
     users = np.repeat(np.arange(num_users, dtype=np.int64), sizes)
     return np.concatenate(xs), np.concatenate(ys), users
+
+
+class Synthetic(DatasetSource):
+    """``synthetic``: Synthetic(α, β) of Shamir et al./Li et al., pFedMe's generator (exact)."""
+
+    name = "synthetic"
+
+    @classmethod
+    def options(cls) -> dict[str, Option]:
+        return {
+            "alpha": Option(0.5, float_check(lo=0.0)),
+            "beta": Option(0.5, float_check(lo=0.0)),
+            "num_users": Option(100, int_check(lo=1)),
+            "dimension": Option(60, int_check(lo=1)),
+            "num_classes": Option(10, int_check(lo=2)),
+            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
+            "iid": Option(False, bool_check),
+        }
+
+    @classmethod
+    def info(cls, spec, key="dataset") -> DatasetInfo:
+        """Sizes from the generator's first RNG call alone (``user_counts`` exact, ``class_counts`` None)."""
+        sizes = synthetic_sizes(spec["num_users"], spec["seed"])
+        return DatasetInfo(
+            name=cls.name,
+            num_samples=int(sizes.sum()),
+            num_classes=spec["num_classes"],
+            class_counts=None,
+            sample_shape=(spec["dimension"],),
+            num_users=spec["num_users"],
+            user_counts=sizes,
+        )
+
+    @classmethod
+    def load(cls, spec, root) -> Dataset:
+        x, y, users = generate_synthetic(
+            alpha=spec["alpha"],
+            beta=spec["beta"],
+            num_users=spec["num_users"],
+            dimension=spec["dimension"],
+            num_classes=spec["num_classes"],
+            seed=spec["seed"],
+            iid=spec["iid"],
+        )
+        return Dataset(cls.name, x, y, spec["num_classes"], users)
+
+
+DATASETS = [Synthetic]

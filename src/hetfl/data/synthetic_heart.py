@@ -21,23 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetfl.data.checks import MAX_SEED, Option, float_check, int_check
 from hetfl.data.dataset import Dataset, DatasetInfo
+from hetfl.data.source import DatasetSource
 
 NAME = "synthetic_heart"
 SIZES = (303, 261, 46, 130)  # FLamby Fed-Heart-Disease centres: train + test (199+104, 172+89, 30+16, 85+45)
 FEATURES = 13
-
-
-def _options():
-    from hetfl.data.registry import MAX_SEED, Option, float_check, int_check
-
-    return {
-        "signal": Option(0.7, float_check(lo=0.0)),
-        "client_shift": Option(0.5, float_check(lo=0.0)),
-        "intercept_shift": Option(0.5, float_check(lo=0.0)),
-        "feature_shift": Option(0.5, float_check(lo=0.0)),
-        "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-    }
 
 
 def info(spec: dict) -> DatasetInfo:
@@ -68,3 +58,30 @@ def generate(spec: dict) -> Dataset:
         ys.append((rng.random(n) < p).astype(np.int64))
         users.append(np.full(n, user, dtype=np.int64))
     return Dataset(NAME, np.concatenate(xs), np.concatenate(ys), 2, users=np.concatenate(users))
+
+
+class SyntheticHeart(DatasetSource):
+    """``synthetic_heart``: a synthetic 4-client stand-in for Fed-Heart-Disease."""
+
+    name = NAME
+
+    @classmethod
+    def options(cls) -> dict[str, Option]:
+        return {
+            "signal": Option(0.7, float_check(lo=0.0)),
+            "client_shift": Option(0.5, float_check(lo=0.0)),
+            "intercept_shift": Option(0.5, float_check(lo=0.0)),
+            "feature_shift": Option(0.5, float_check(lo=0.0)),
+            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
+        }
+
+    @classmethod
+    def info(cls, spec, key="dataset") -> DatasetInfo:
+        return info(spec)
+
+    @classmethod
+    def load(cls, spec, root) -> Dataset:
+        return generate(spec)
+
+
+DATASETS = [SyntheticHeart]

@@ -18,22 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetfl.data.checks import MAX_SEED, Option, float_check, int_check
 from hetfl.data.dataset import Dataset, DatasetInfo
+from hetfl.data.source import DatasetSource
 
 NAME = "synthetic_lsr"
-
-
-def _options():
-    from hetfl.data.registry import MAX_SEED, Option, float_check, int_check
-
-    return {
-        "num_users": Option(20, int_check(lo=1)),
-        "dimension": Option(2, int_check(lo=1)),
-        "num_clusters": Option(2, int_check(lo=1)),
-        "samples_per_user": Option(1000, int_check(lo=2)),
-        "center_range": Option(5.0, float_check(lo=0.0, lo_open=True)),
-        "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-    }
 
 
 def info(spec: dict) -> DatasetInfo:
@@ -83,3 +72,31 @@ def optima(spec: dict) -> np.ndarray:
     return rng.uniform(
         -spec["center_range"], spec["center_range"], size=(spec["num_clusters"], spec["dimension"])
     )
+
+
+class SyntheticLSR(DatasetSource):
+    """``synthetic_lsr``: clustered noise-free least squares (All-for-one, Figure 2)."""
+
+    name = NAME
+
+    @classmethod
+    def options(cls) -> dict[str, Option]:
+        return {
+            "num_users": Option(20, int_check(lo=1)),
+            "dimension": Option(2, int_check(lo=1)),
+            "num_clusters": Option(2, int_check(lo=1)),
+            "samples_per_user": Option(1000, int_check(lo=2)),
+            "center_range": Option(5.0, float_check(lo=0.0, lo_open=True)),
+            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
+        }
+
+    @classmethod
+    def info(cls, spec, key="dataset") -> DatasetInfo:
+        return info(spec)
+
+    @classmethod
+    def load(cls, spec, root) -> Dataset:
+        return generate(spec)
+
+
+DATASETS = [SyntheticLSR]

@@ -73,7 +73,8 @@ class Evaluator:
 
     @torch.no_grad()
     def scores(self, params: Params, split: str) -> SplitScores:
-        """Loss and correct counts of ``params`` on ``split`` ("train" or "test") of every client.
+        """Loss and correct counts of ``params`` on ``split`` (``train``, ``test``, or ``val`` when the
+        federation has validation data) of every client.
 
         Args:
             params: ``[1, ...]`` (one shared model) or ``[N, ...]`` (client i's model on client i's data).
@@ -81,8 +82,8 @@ class Evaluator:
         Raises:
             ValueError: if the leading dimension is neither 1 nor N, or the split is unknown.
         """
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split '{split}'; allowed: test, train")
+        if split not in self.fed.splits:
+            raise ValueError(f"unknown split '{split}'; allowed: {', '.join(sorted(self.fed.splits))}")
         data: ClientSplit = getattr(self.fed, split)
         lead = next(iter(params.values())).shape[0]
         n = data.num_clients

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
-from hetfl.data.partition import Partition
 from hetfl.data.transforms import apply_transform
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
@@ -78,6 +78,7 @@ class Federation:
 
     Attributes:
         train, test: ``ClientSplit``.
+        val: ``ClientSplit`` of the validation samples held out of training (``val_fraction``), or None.
         model: the ``BatchedModel``.
         num_clients: N.
         cluster: ``LongTensor[N]``, cluster id of each client (0 without clusters).
@@ -87,11 +88,18 @@ class Federation:
     """
 
     def __init__(
-        self, train: ClientSplit, test: ClientSplit, model: BatchedModel, cluster: Tensor | None = None
+        self,
+        train: ClientSplit,
+        test: ClientSplit,
+        model: BatchedModel,
+        cluster: Tensor | None = None,
+        val: ClientSplit | None = None,
     ):
-        if train.num_clients != test.num_clients:
-            raise ValueError("train and test splits have different numbers of clients")
-        self.train, self.test, self.model = train, test, model
+        if train.num_clients != test.num_clients or (
+            val is not None and val.num_clients != train.num_clients
+        ):
+            raise ValueError("the splits have different numbers of clients")
+        self.train, self.test, self.val, self.model = train, test, val, model
         self.num_clients = train.num_clients
         self.device = train.device
         self.dtype = train.x.dtype
@@ -125,7 +133,13 @@ class Federation:
             return ClientSplit(xs, ys, device, dtype)
 
         cluster = torch.as_tensor(np.asarray(partition.cluster, dtype=np.int64))
-        return cls(split(partition.train), split(partition.test), model, cluster)
+        val = None if partition.val is None else split(partition.val)
+        return cls(split(partition.train), split(partition.test), model, cluster, val)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The data splits evaluated: ``train``, ``test`` and, with validation data, ``val``."""
+        return ("train", "test") if self.val is None else ("train", "val", "test")
 
     def batch(self, sampler: BatchSampler, clients: Tensor, split: str = "train") -> Batch:
         """Draw the next minibatch of each of ``clients [C]`` from ``sampler`` (over ``split``'s sizes)."""

@@ -14,27 +14,42 @@ personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+from hetfl.discovery import discover
 from hetfl.errors import ConfigError
 from hetfl.models.adapters import SPLITS
 from hetfl.models.base import TASKS, BatchedModel, Params
-from hetfl.models.cnn import CNN
-from hetfl.models.dnn import DNN
-from hetfl.models.linear import Linear
-from hetfl.models.mlr import MLR
-from hetfl.models.vgg import VGG11
 
-MODELS: dict[str, type[BatchedModel]] = {"mlr": MLR, "linear": Linear, "dnn": DNN, "cnn": CNN, "vgg11": VGG11}
-_OPTIONS: dict[str, dict[str, Any]] = {
-    "mlr": {},
-    "linear": {"bias": True},
-    "dnn": {"hidden": 100},
-    "cnn": {"channels": [16, 32], "kernel": 3, "hidden": 64},
-    "vgg11": {"width": 64},
-}
+__all__ = [
+    "BatchedModel",
+    "Params",
+    "build_model",
+    "model_module",
+    "model_names",
+    "normalize_model_spec",
+    "registry",
+]
 
-__all__ = ["MODELS", "BatchedModel", "Params", "build_model", "normalize_model_spec"]
+
+@cache
+def registry() -> dict[str, type[BatchedModel]]:
+    """Config name -> batched model class, for every model declared (``MODELS = [cls]``) under ``hetfl.models``.
+
+    Discovered, not listed here: adding a model module changes no other run's code fingerprint.
+    """
+    return discover("hetfl.models", "MODELS")
+
+
+def model_names() -> list[str]:
+    """The config names of every model, sorted."""
+    return sorted(registry())
+
+
+def model_module(name: str) -> str:
+    """The module of model ``name`` (what the runs that use it fingerprint)."""
+    return registry()[name].__module__
 
 
 def normalize_model_spec(spec: dict, key: str) -> dict:
@@ -50,12 +65,13 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
     Raises:
         ConfigError: unknown model name or option, or an option of the wrong type.
     """
+    models = registry()
     if not isinstance(spec, dict) or "name" not in spec:
-        raise ConfigError(f"{key}.name", "a model needs a name", allowed=MODELS)
+        raise ConfigError(f"{key}.name", "a model needs a name", allowed=models)
     name = spec["name"]
-    if name not in MODELS:
-        raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=MODELS)
-    options = {**_OPTIONS[name], "split": "none", "adapter_rank": 4}
+    if name not in models:
+        raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=models)
+    options = {**models[name].options, "split": "none", "adapter_rank": 4}
     for opt, value in spec.items():
         if opt == "name":
             continue
@@ -101,6 +117,6 @@ def build_model(
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
     options = {k: v for k, v in spec.items() if k != "name"}
-    model = MODELS[spec["name"]](sample_shape, num_outputs, **options)
+    model = registry()[spec["name"]](sample_shape, num_outputs, **options)
     model.task = task
     return model

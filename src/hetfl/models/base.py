@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +85,7 @@ class BatchedModel(ABC):
     """
 
     name: str = ""
+    options: ClassVar[dict[str, Any]] = {}  # config options besides split/adapter_rank, with defaults
     task: str = "classification"
 
     def __init__(

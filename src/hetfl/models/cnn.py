@@ -30,6 +30,7 @@ class CNN(BatchedModel):
     """
 
     name = "cnn"
+    options = {"channels": [16, 32], "kernel": 3, "hidden": 64}
 
     def __init__(
         self, sample_shape, num_classes, channels=(16, 32), kernel: int = 3, hidden: int = 64, **split
@@ -106,3 +107,6 @@ class _CNNModule(nn.Module):
         h = F.max_pool2d(torch.relu(self.conv1(x)), 2)
         h = F.max_pool2d(torch.relu(self.conv2(h)), 2)
         return self.fc2(torch.relu(self.fc1(h.flatten(1))))
+
+
+MODELS = [CNN]

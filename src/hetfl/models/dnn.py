@@ -16,6 +16,10 @@ class DNN(MLP):
     """
 
     name = "dnn"
+    options = {"hidden": 100}
 
     def __init__(self, sample_shape, num_classes, hidden: int = 100, **split):
         super().__init__(sample_shape, num_classes, hidden=(hidden,), **split)
+
+
+MODELS = [DNN]

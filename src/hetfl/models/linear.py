@@ -14,6 +14,10 @@ class Linear(MLP):
     """Linear(d, K) on flattened inputs. Params: ``fc1.weight [C, K, d]`` and, with a bias, ``fc1.bias [C, K]``."""
 
     name = "linear"
+    options = {"bias": True}
 
     def __init__(self, sample_shape, num_classes, bias: bool = True, **split):
         super().__init__(sample_shape, num_classes, hidden=(), bias=bias, **split)
+
+
+MODELS = [Linear]

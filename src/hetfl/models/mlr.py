@@ -16,3 +16,6 @@ class MLR(MLP):
 
     def __init__(self, sample_shape, num_classes, **split):
         super().__init__(sample_shape, num_classes, hidden=(), **split)
+
+
+MODELS = [MLR]

@@ -36,6 +36,7 @@ class VGG11(BatchedModel):
     """
 
     name = "vgg11"
+    options = {"width": 64}
 
     def __init__(self, sample_shape, num_classes, width: int = 64, **split):
         super().__init__(sample_shape, num_classes, **split)
@@ -114,3 +115,6 @@ class _VGGModule(nn.Module):
                 x = torch.relu(getattr(self, f"conv{j}")(x))
         x = torch.relu(self.fc1(x.flatten(1)))
         return self.fc3(torch.relu(self.fc2(x)))
+
+
+MODELS = [VGG11]

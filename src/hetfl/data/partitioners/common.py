@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # independent numpy streams derived from one partition seed (SeedSequence spawn keys)
-_STREAMS = ("counts", "assign", "split", "transforms")
+_STREAMS = ("counts", "assign", "split", "transforms", "val")
 
 
 def stream(seed: int, purpose: str) -> np.random.Generator:
     """The numpy generator for one purpose of a partition seed (``counts``, ``assign``, ``split``,
-    ``transforms``); the streams are independent and stable across numpy versions (SeedSequence)."""
+    ``transforms``, ``val``); the streams are independent and stable across numpy versions (SeedSequence)."""
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_STREAMS.index(purpose),)))
 
 
@@ -90,3 +90,38 @@ def split_sizes(total: int, parts: int) -> np.ndarray:
     """Sizes of ``np.array_split(range(total), parts)``: int64 ``[parts]``."""
     base, extra = divmod(total, parts)
     return np.array([base + (i < extra) for i in range(parts)], dtype=np.int64)
+
+
+def split_validation(
+    train: list[np.ndarray], fraction: float, seed: int, key: str = "partition.val_fraction"
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Hold out ``max(1, int(fraction · n_i))`` of each client's ``n_i`` training indices for validation.
+
+    The held-out positions are the first of a permutation drawn from the seed's ``val`` stream, one
+    client after the other; the remaining training indices keep their order.
+
+    Args:
+        train: per client, int64 training indices; fraction: in (0, 1); seed: the partition seed.
+
+    Returns:
+        ``(train, val)``: per client, the indices left for training and the validation indices.
+
+    Raises:
+        ValueError (a ``ConfigError`` naming ``key``): a client with fewer than 2 training samples.
+    """
+    from hetfl.errors import ConfigError
+
+    rng = stream(seed, "val")
+    kept, val = [], []
+    for client, idx in enumerate(train):
+        n_val = max(1, int(fraction * idx.size))
+        if idx.size - n_val < 1:
+            raise ConfigError(
+                key,
+                f"client {client} has {idx.size} training samples: too few to hold out {n_val} for validation",
+            )
+        held = np.zeros(idx.size, dtype=bool)
+        held[rng.permutation(idx.size)[:n_val]] = True
+        kept.append(idx[~held])
+        val.append(idx[held])
+    return kept, val

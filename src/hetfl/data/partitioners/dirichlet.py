@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetfl.data.checks import Option, float_check, int_check
 from hetfl.data.dataset import DatasetInfo
 from hetfl.data.partitioners.common import Assignment, min_client_size, stream
-from hetfl.data.registry import Option, float_check, int_check
 from hetfl.errors import ConfigError
 
 OPTIONS = {

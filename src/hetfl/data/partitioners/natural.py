@@ -16,7 +16,8 @@ OPTIONS: dict = {}
 
 
 def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
-    """``clients`` defaults to the number of users and must equal it; every user needs enough samples.
+    """``clients`` defaults to the number of users and must equal it; every user needs enough samples
+    (with the data's own train/test division, checked when the partition is made).
 
     Raises:
         ConfigError: the dataset has no users (``key.scheme``), ``clients`` differs from the number of
@@ -36,7 +37,7 @@ def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
             f"the natural split has one client per user; {info.name!r} has {info.num_users} users",
             allowed=(info.num_users,),
         )
-    if info.user_counts is not None:
+    if info.user_counts is not None and not info.predefined_split:
         need = min_client_size(spec["test_fraction"])
         small = np.flatnonzero(info.user_counts < need)
         if small.size:

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetfl.data.checks import Option, choice_check, int_check
 from hetfl.data.dataset import DatasetInfo
 from hetfl.data.partitioners.common import Assignment, min_client_size, split_sizes, stream
-from hetfl.data.registry import Option, choice_check, int_check
 from hetfl.errors import ConfigError
 
 OPTIONS = {
