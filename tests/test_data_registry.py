@@ -49,7 +49,11 @@ def test_normalize_fills_defaults_and_canonicalizes_numbers():
 @pytest.mark.parametrize(
     "spec,key,allowed",
     [
-        ({"name": "cifar"}, "studies.s.dataset.name", "digits, fashion_mnist, leaf, mnist, mnist5k, npz, synthetic"),
+        (
+            {"name": "cifar"},
+            "studies.s.dataset.name",
+            "digits, fashion_mnist, leaf, mnist, mnist5k, npz, synthetic",
+        ),
         ({}, "studies.s.dataset.name", "mnist5k"),
         ({"name": "mnist5k", "alpha": 1}, "studies.s.dataset.alpha", "name, normalize"),
         ({"name": "mnist", "normalize": "minmax"}, "studies.s.dataset.normalize", "none, unit, zscore"),

@@ -27,7 +27,9 @@ def partition_stats(part: Partition, y: np.ndarray, num_classes: int) -> pd.Data
     """
     y = np.asarray(y)
     frames = []
-    splits = [("train", part.train), ("test", part.test)] + ([("val", part.val)] if part.val is not None else [])
+    splits = [("train", part.train), ("test", part.test)] + (
+        [("val", part.val)] if part.val is not None else []
+    )
     for split, parts in splits:
         counts = np.stack([np.bincount(y[idx], minlength=num_classes) for idx in parts])  # [N, C]
         clients = np.repeat(np.arange(part.num_clients), num_classes)
