@@ -166,7 +166,7 @@ _OPTIONS: dict[str, dict[str, Option]] = {
     },
 }
 
-# per-digit counts of the 70,000 images (60k train + 10k test), as in specs/pfedme.md §4.2
+# per-digit counts of the 70,000 images (60k train + 10k test), as in docs/papers/pfedme.md §4.2
 _MNIST_CLASS_COUNTS = (6903, 7877, 6990, 7141, 6824, 6313, 6876, 7293, 6825, 6958)
 _FASHION_CLASS_COUNTS = (7000,) * 10
 
