@@ -1,4 +1,4 @@
-"""pFedMe's Synthetic(α, β) generator against the values derived in specs/pfedme.md §4.1."""
+"""pFedMe's Synthetic(α, β) generator against the values derived in docs/papers/pfedme.md §4.1."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hetfl.data import dataset_info, load_dataset
 from hetfl.data.synthetic import generate_synthetic, synthetic_sizes
 
-# specs/pfedme.md §4.1: sorted per-user sizes of the official generator with seed 0 (an external reference)
+# docs/papers/pfedme.md §4.1: sorted per-user sizes of the official generator with seed 0 (an external
+# reference)
 SPEC_SORTED_SIZES = """
 250 255 255 255 260 260 260 260 265 270 270 275 275 280 280 285 290 295 295 295
 295 300 310 315 320 325 335 345 345 360 370 370 375 380 380 385 395 395 425 430

@@ -102,7 +102,8 @@ def test_vgg11_batched_matches_its_module(width):
 
 
 def test_vgg11_full_size_and_bad_inputs():
-    assert VGG11((3, 32, 32), 10).num_parameters() == 9_750_922  # VGG-11 for CIFAR-10, 9.75 M (spec §5)
+    # VGG-11 for CIFAR-10, 9.75 M parameters (docs/papers/fedminimax.md §4.6)
+    assert VGG11((3, 32, 32), 10).num_parameters() == 9_750_922
     with pytest.raises(ValueError, match="32x32"):
         VGG11((1, 28, 28), 10)
     with pytest.raises(ValueError, match="multiple of 8"):

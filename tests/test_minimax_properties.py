@@ -63,7 +63,8 @@ def test_local_sgda_converges_to_the_surrogate_and_fed_norm_to_the_saddle():
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_equal_work_and_weights_make_fed_norm_local_sgda(momentum):
-    """Spec C7: equal τ_i, equal p_i, full participation, γ_s = 1: Fed-Norm-SGDA = Local SGDA."""
+    """docs/papers/fedminimax.md §8, C7: equal τ_i, equal p_i, full participation, γ_s = 1: Fed-Norm-SGDA
+    = Local SGDA."""
     hp = dict(objective="robust", tau_min=3, tau_max=3, tau_unit="steps", client_weights="uniform",
               batch_size=4, lr_x=0.1, lr_y=0.3, momentum=momentum)  # fmt: skip
     runs = [make(name, tiny_federation("dnn"), **hp) for name in ("local_sgda", "fed_norm_sgda")]
@@ -104,7 +105,8 @@ def test_partial_participation_is_unbiased(name):
 
 
 def test_fed_norm_with_momentum_keeps_the_true_fixed_point():
-    """Appendix A.1 / spec C6: local momentum is another ā_i; normalizing by ‖ā_i(ρ)‖₁ keeps w = p."""
+    """Appendix A.1 / docs/papers/fedminimax.md §8, C6: local momentum is another ā_i; normalizing by
+    ‖ā_i(ρ)‖₁ keeps w = p."""
     alg = train(make("fed_norm_sgda", game(), lr_x=0.004, lr_y=0.004, momentum=0.5, **SPREAD), 800)
     local = train(make("local_sgda", game(), lr_x=0.004, lr_y=0.004, momentum=0.5, **SPREAD), 800)
     assert alg["dist_saddle"] < 0.03 < 0.5 < local["dist_saddle"]

@@ -1,7 +1,7 @@
-"""pFedMe's pathological split against the tables of specs/pfedme.md §4.2, §4.4 and §6.2.
+"""pFedMe's pathological split against the tables of docs/papers/pfedme.md §4.2, §4.4 and §6.2.
 
-The expected numbers below are the spec's (derived there from the official generator), not outputs of
-our code. The partition needs only the labels, so no images are loaded except for mnist5k.
+The expected numbers below are those of these notes (derived from the official generator's logic), not
+outputs of our code. The partition needs only the labels, so no images are loaded except for mnist5k.
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from hetfl.errors import ConfigError
 MNIST_COUNTS = [6903, 7877, 6990, 7141, 6824, 6313, 6876, 7293, 6825, 6958]
 MNIST_FIRST_LABELS = [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]  # the first ten MNIST training labels (openml order)
 
-# §4.2 table: per-user total and train size of the paper-time (faithful) generator
+# pfedme.md §4.2 table: per-user total and train size of the paper-time (faithful) generator
 TABLE_TOTAL = [5112, 4987, 3889, 4252, 3215, 3072, 3271, 3013, 3881, 4356,
                2940, 1554, 2201, 1851, 1780, 3651, 4313, 4028, 4178, 4425]  # fmt: skip
 TABLE_TRAIN = [3834, 3740, 2916, 3189, 2411, 2304, 2453, 2259, 2910, 3267,
                2205, 1165, 1650, 1388, 1335, 2738, 3234, 3021, 3133, 3318]  # fmt: skip
-# §4.2 table: user 0 holds 2441 zeros and 2671 ones, user 1 holds 2357 ones and 2630 twos, ...
+# pfedme.md §4.2 table: user 0 holds 2441 zeros and 2671 ones, user 1 holds 2357 ones and 2630 twos, ...
 TABLE_USER_LABELS = {
     0: {0: 2441, 1: 2671},
     1: {1: 2357, 2: 2630},
     3: {3: 2042, 4: 2210},
     11: {1: 840, 2: 714},
 }
-# §4.4: disjoint sizes with MNIST counts; §6.2: mnist5k and digits disjoint sizes
+# pfedme.md §4.4: disjoint sizes with MNIST counts; §6.2: mnist5k and digits disjoint sizes
 MNIST_DISJOINT = (
     "5112 4304 3700 3923 4103 3123 3575 4024 4190 3005 2942 2734 3436 2695 3170 3217 2812 2540 3473 3922"
 )

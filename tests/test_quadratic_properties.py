@@ -100,8 +100,8 @@ def test_async_converges_on_an_overpersonalized_problem():
 
 
 def test_l2gd_literal_stepsize_diverges_and_the_theory_one_converges():
-    """Spec §2.3: the printed α = (2M)^{-1} max{L/(1−p), λ/p} grows with L and diverges; L2GD's own
-    α = M/(2 max{…}) is stable. A divergence is reported by finite(), not raised."""
+    """docs/papers/ffgg.md §3.3: the printed α = (2M)^{-1} max{L/(1−p), λ/p} grows with L and diverges;
+    L2GD's own α = M/(2 max{…}) is stable. A divergence is reported by finite(), not raised."""
     problem = tiny_problem(n=2000)
     literal = make("l2gd", problem, local_steps=10, stepsize_rule="literal")
     schedule = schedule_for(literal, 50)

@@ -10,7 +10,7 @@ says ``diverged`` contributes no value to any statistic; statistics are computed
 that finished, and ``n_diverged`` says how many were left out. A run whose seeds all diverged
 has ``nan`` statistics. Values of ``±inf`` are treated as missing (``nan``).
 
-Reporting conventions (pFedMe spec §1.7):
+Reporting conventions (pFedMe's, docs/papers/pfedme.md §2.7):
 
 - ``final``: the value at each seed's last evaluated round.
 - ``best``: each seed's best value over rounds (max for accuracies, min for losses), then the

@@ -2,7 +2,7 @@
 
 Names are ``{split}_{stat}_{model}``: split ∈ {train, test} (and ``val`` with validation data), stat ∈ {loss, acc}, model ∈ the
 algorithm's ``models`` (``global``, ``personal``, ``local``, ...). Values over clients are
-sample-weighted (Σ_i correct_i / Σ_i n_i, as pFedMe's official evaluation, spec pfedme.md §1.7): the
+sample-weighted (Σ_i correct_i / Σ_i n_i, as pFedMe's official evaluation, docs/papers/pfedme.md §2.7): the
 test accuracy of ``personal`` is each client's own model on its own test data, pooled.
 Per-client values go to a separate table: ``test_acc``, ``test_loss``, ``train_loss`` of every model.
 """

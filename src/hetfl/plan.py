@@ -9,8 +9,8 @@ cost from the default suite's measured jobs: each finished training job leaves S
 seconds of the whole job) and its run record ``results/runs/<study>/<run>/seed=<s>/run.json`` (the
 resolved spec, ``wall_time_s`` of the training itself, ``threads``).
 
-**Cost model.** A training job of spec ``x`` costs ``seconds(x) = s0 + c · W(x)`` wall seconds on
-one core (the workflow gives a training job one thread), where
+**Cost model.** A training job whose resolved spec is ``x`` costs ``seconds(x) = s0 + c · W(x)`` wall seconds
+on one core (the workflow gives a training job one thread), where
 
 - ``W = R · S · τ · B · U + E · N · U / 3`` work units (:func:`job_work`): R rounds, S clients trained
   per round, τ local steps per client and round, B samples per step, U the model's parameters;
@@ -163,8 +163,8 @@ def _trained_clients(hp: dict[str, Any], clients: int) -> int:
 
 
 def job_work(spec: dict[str, Any]) -> Work:
-    """The :class:`Work` of a training job of resolved run spec ``spec`` (``Study.run_json``, or the
-    ``spec`` of a ``run.json``)."""
+    """The :class:`Work` of a training job whose resolved run spec is ``spec`` (``Study.run_json``, or
+    the ``spec`` of a ``run.json``)."""
     hp = spec["hyperparameters"]
     rounds = int(spec["rounds"])
     evaluations = rounds // int(spec.get("eval_every", 1)) + 1

@@ -174,7 +174,7 @@ def normalize_pixels(raw: np.ndarray, method: str, max_value: float) -> np.ndarr
     Args:
         raw: ``[n, ...]`` raw pixels (MNIST 0..255, digits 0..16).
         method: ``zscore`` -- pFedMe's per-pixel z-score over all ``n`` samples,
-            ``(x - mean) / (std + 0.001)`` (specs/pfedme.md §4.2; constant pixels become 0);
+            ``(x - mean) / (std + 0.001)`` (docs/papers/pfedme.md §4.2; constant pixels become 0);
             ``unit`` -- ``x / max_value``; ``none`` -- unchanged.
         max_value: the nominal maximum raw value, used by ``unit``.
 

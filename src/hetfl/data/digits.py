@@ -1,6 +1,6 @@
 """``digits``: scikit-learn's ``load_digits`` (1,797 handwritten digits, 8x8, values 0..16).
 
-Shipped inside the scikit-learn wheel, so it works offline (specs/pfedme.md §6.2, item 1).
+Shipped inside the scikit-learn wheel, so it works offline (docs/papers/pfedme.md §6.2).
 """
 
 from __future__ import annotations

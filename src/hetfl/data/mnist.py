@@ -9,7 +9,7 @@ from hetfl.data.dataset import DatasetInfo
 from hetfl.data.download import load_remote_images
 from hetfl.data.source import ImageSource
 
-# per-digit counts of the 70,000 images (60k train + 10k test)
+# per-digit counts of the 70,000 images (60k train + 10k test), as in docs/papers/pfedme.md §4.2
 MNIST_CLASS_COUNTS = (6903, 7877, 6990, 7141, 6824, 6313, 6876, 7293, 6825, 6958)
 FASHION_CLASS_COUNTS = (7000,) * 10
 SAMPLE_SHAPE = (1, 28, 28)

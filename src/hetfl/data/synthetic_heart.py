@@ -2,11 +2,12 @@
 
 All-for-one (Philippenko et al., arXiv:2507.06844, 2025) uses FLamby's Fed-Heart-Disease (UCI; Cleveland,
 Hungary, Switzerland, Long Beach VA) with per-centre train/test sizes 199/104, 172/89, 30/16, 85/45 and a
-logistic regression (spec ``adaptive_collab.md`` §2.5). The data cannot be downloaded offline, so this
-generator stands in for it (spec §4: "client-specific θ_i⋆ and feature shifts [I]"). **It is not the Heart
-Disease data**; it reproduces the shape of the problem: 4 natural clients of those sizes (303, 261, 46,
-130 samples; the ``natural`` split with ``test_fraction: 0.34`` gives exactly the FLamby train sizes),
-13 standardized features, and heterogeneous logistic models:
+logistic regression (docs/papers/all_for_one.md §3.5). The data cannot be downloaded offline, so this
+generator stands in for it, with client-specific θ_i⋆ and feature shifts of this project's choosing
+(docs/papers/all_for_one.md §6). **It is not the Heart Disease data**; it reproduces the shape of the
+problem: 4 natural clients of those sizes (303, 261, 46, 130 samples; the ``natural`` split with
+``test_fraction: 0.34`` gives exactly the FLamby train sizes), 13 standardized features, and
+heterogeneous logistic models:
 
     θ_0 ~ N(0, s² I_13), θ_i = θ_0 + δ_i, δ_i ~ N(0, h² I), b_i ~ N(0, β_b²)      (client models)
     x ~ N(m_i, I_13), m_i ~ N(0, f² I)                                              (client feature shift)

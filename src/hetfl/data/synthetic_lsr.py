@@ -1,11 +1,12 @@
 """Synthetic least-squares regression with clustered clients (All-for-one, Figure 2).
 
-Even, Jaghouar, Mariani, ... "Adaptive collaboration for online personalized distributed learning with
-heterogeneous clients" (spec ``adaptive_collab.md`` §2.3): N clients in K clusters, client i in cluster
-i mod K; every client of a cluster shares the same optimum θ^{⋆,c}. Features x ~ N(0, H_i) with
-H_i = P_iᵀ I P_i = I (P_i a random rotation, so H_i is the identity), labels y = ⟨x, θ^{⋆,c(i)}⟩ with no
-noise: "noise comes only from the sampling of the features". Cluster optima θ^{⋆,c} ~ U(−r, r)^d (the
-official code's older version, r = 5; the paper does not say).
+Philippenko, Le Bars, Scaman, Massoulié, "Adaptive collaboration for online personalized distributed
+learning with heterogeneous clients", arXiv:2507.06844, 2025, Appendix A (docs/papers/all_for_one.md
+§3.3): N clients in K clusters, client i in cluster i mod K; every client of a cluster shares the same
+optimum θ^{⋆,c}. Features x ~ N(0, H_i) with H_i = P_iᵀ I P_i = I (P_i a random rotation, so H_i is the
+identity), labels y = ⟨x, θ^{⋆,c(i)}⟩ with no noise: "noise comes only from the sampling of the
+features". Cluster optima θ^{⋆,c} ~ U(−r, r)^d (the official code's older version, r = 5; the paper does
+not say).
 
 The paper's clients draw a fresh sample every step (an online stream). Here each client gets
 ``samples_per_user`` samples up front; with at least rounds × local steps × batch size training samples

@@ -50,7 +50,7 @@ class SplitScores:
         """(loss, accuracy) over all samples of all clients: Σ_i loss_sum_i / Σ_i n_i, Σ_i correct_i / Σ_i n_i
         (accuracy is nan without ``has_acc``).
 
-        The sample-weighted means of pFedMe's official evaluation (spec pfedme.md §1.7).
+        The sample-weighted means of pFedMe's official evaluation (docs/papers/pfedme.md §2.7).
         """
         n = float(self.count.sum())
         return float(self.loss_sum.sum()) / n, float(self.correct.sum()) / n if self.has_acc else float("nan")

@@ -7,7 +7,7 @@ within its own data, as one ``[C, B]`` tensor and a ``[C, B]`` validity mask. Mo
   in batches of B; the last batch of an epoch is partial (masked), as ``DataLoader(shuffle=True,
   drop_last=False)`` in the papers' code. A client with n_i < B gets all its n_i samples every step.
 - ``sequential``: the same without shuffling, a persistent iterator over the data in stored order
-  (pFedMe's official code, ``DataLoader(shuffle=False)``; spec pfedme.md §1.3).
+  (pFedMe's official code, ``DataLoader(shuffle=False)``; docs/papers/pfedme.md §2.3).
 - ``replacement``: B positions drawn uniformly with replacement each step (the i.i.d. minibatches of
   the convergence analyses); never masked.
 

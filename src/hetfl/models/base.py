@@ -4,7 +4,8 @@ Every model here stores its parameters as ``dict[str, Tensor[C, ...]]`` (C clien
 shared global model) and computes logits for all clients in one call. Layers are column-major:
 a linear layer keeps ``weight: Tensor[C, out, in]`` (``nn.Linear``'s layout) and maps activations
 ``Tensor[C, in, B]`` to ``Tensor[C, out, B]`` with one ``baddbmm``; measured on this project's 2-core
-CPU this is about 2x faster than the row-major ``x @ W^T`` for 784-wide inputs (DESIGN.md, "The engine").
+CPU this is about 2x faster than the row-major ``x @ W^T`` for 784-wide inputs (with torch's MKL there,
+``[400, 784] @ [784, 10]`` took 430 µs and the same product as ``[10, 784] @ [784, 400]`` 100-155 µs).
 
 Each model also builds the equivalent plain ``nn.Module`` for one client (``reference_module``), whose
 ``state_dict`` keys are the parameter names: the sequential reference loops and the tests use it.

@@ -1,7 +1,7 @@
 """A linear model: Linear(d, K), optionally without bias (least squares, logistic regression).
 
-All-for-one's synthetic least squares uses "a linear model with d trainable parameters" (spec
-``adaptive_collab.md`` §2.3): ``bias: false``; the official code's ``nn.Linear(d, 1)`` has a bias
+All-for-one's synthetic least squares uses "a linear model with d trainable parameters" (Table S1;
+docs/papers/all_for_one.md §3.3): ``bias: false``; the official code's ``nn.Linear(d, 1)`` has a bias
 (``bias: true``, the default here as in ``nn.Linear``).
 """
 

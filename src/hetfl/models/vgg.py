@@ -3,13 +3,14 @@
 Simonyan & Zisserman, "Very Deep Convolutional Networks for Large-Scale Image Recognition", ICLR 2015,
 configuration A (VGG-11): conv widths 64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M (3×3, padding
 1, ReLU; M = 2×2 max-pool), then the CIFAR classifier Linear(512, 512) → ReLU → Linear(512, 512) → ReLU →
-Linear(512, K), no batch norm, no dropout (the CIFAR-style VGG of the FedNova/FedMA code; spec
-``specs/fedminimax.md`` §3.6: the paper's "VGG11" for CIFAR-10). torchvision is not used (it has no CPU
+Linear(512, K), no batch norm, no dropout (the CIFAR-style VGG of the FedNova/FedMA code; the federated
+minimax paper's "VGG11" for CIFAR-10, docs/papers/fedminimax.md §4.6). torchvision is not used (it has no CPU
 build here). ``width`` scales every conv width (64 = the paper's; smaller for tests and smoke runs).
 
 Batching as in ``cnn.py``: the C clients' channels are stacked, ``[B, C·ch, H, W]``, and each conv is
 one ``conv2d(groups=C)``; the classifier is ``baddbmm`` per client. Measured 9.75 M parameters at
-width 64 (spec §5: 0.17 s per forward+backward of batch 32 on this 2-core CPU: a GPU model).
+width 64 (0.17 s per forward+backward of batch 32 on this project's 2-core CPU: a GPU model;
+docs/papers/fedminimax.md §6).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Mishchenko, Islamov, Gorbunov, Horváth, "Partially Personalized Federated Learning: Breaking the Curse
 of Data Heterogeneity", TMLR 2025 (arXiv:2305.18285): Example 1, Section 5.1 and Appendix E.1–E.3;
-official notebooks https://github.com/Rustem-Islamov/FL_representations (spec: ``specs/ffgg.md`` §0, §3, §8).
+official notebooks https://github.com/Rustem-Islamov/FL_representations (docs/papers/ffgg.md §1.2, §4, §9).
 
 Client m (of M) holds
 
@@ -277,7 +277,7 @@ class FFGGQuadratic(Problem):
 
     @cached_property
     def constants(self) -> dict[str, float]:
-        """Smoothness constants, float64 (spec §1.6):
+        """Smoothness constants, float64 (docs/papers/ffgg.md §2.6):
 
         - ``L_phi``: max_m λ_max(H_mᵀH_m); ``L_hat``: max_m ‖A_mᵀ(I − B_mB_m^†)A_m‖_2;
         - ``L``: 2·max(L_phi, L_hat), the cocoercivity constant of Example 1 (γ_θ ≤ 1/L in Theorem 1);

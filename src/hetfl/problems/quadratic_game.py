@@ -10,8 +10,8 @@ weights w (Σ w_i = 1) the saddle point of Σ_i w_i f_i solves the linear system
     Ā x + B y = Σ_i w_i A_i u_i,     Bᵀ x − C̄ y = −Σ_i w_i C_i v_i,     Ā = Σ w_i A_i, C̄ = Σ w_i C_i,
 
 so both the true saddle point (w = p) and the surrogate's (the paper's w for Local SGDA, Theorem 1)
-are exact. ``instance: figure1`` is the 2-client scalar game of the spec's Fig. 1 pilot
-(specs/fedminimax.md §4, C1): A = B = C = 1, u = (2, −2), v = (−1, 1), p = (½, ½); its saddle point is
+are exact. ``instance: figure1`` is the 2-client scalar game of this project's Fig. 1 pilot
+(docs/papers/fedminimax.md §8, C1): A = B = C = 1, u = (2, −2), v = (−1, 1), p = (½, ½); its saddle point is
 (0, 0), and with τ = (2, 5) Local SGDA's surrogate (w = (2/7, 5/7)) has its saddle at (−9/14, −3/14).
 """
 

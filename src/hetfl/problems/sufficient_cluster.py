@@ -1,7 +1,7 @@
 """Figure 1 of All-for-one: clients with optima θ*_i = θ* + ξ_i around one centre, for the sufficient cluster.
 
 Philippenko, Le Bars, Scaman, Massoulié, arXiv:2507.06844, 2025, Appendix A "Setting of Figure 1" and
-Property 1 (spec ``specs/adaptive_collab.md`` §2.2): N clients, R_i(θ) = (θ − θ*_i)ᵀ A_i (θ − θ*_i) with
+Property 1 (docs/papers/all_for_one.md §3.2): N clients, R_i(θ) = (θ − θ*_i)ᵀ A_i (θ − θ*_i) with
 A_i = P_iᵀ I P_i = I (so c_ik = 0), θ*_i = θ* + ξ_i, ξ_i ~ N(0, v² I_d). θ* ~ U(−r, r)^d (the code, r = 5).
 The problem draws θ* and the standard normal directions z_i (ξ_i = v z_i): the heterogeneity v is the
 algorithm's hyper-parameter (``sufficient_cluster_size``), so a grid over v reuses the same draws.

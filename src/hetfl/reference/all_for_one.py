@@ -1,8 +1,8 @@
 """All-for-one, sequential reference: a loop over clients i and collaborators k, one module per client.
 
 The weight estimation is written pair by pair with scalar arithmetic (Eq. 1, Definition 3), the update as
-``param.grad = Σ_k α_ik g_k(θ_i); optimizer.step()`` (the paper's code, spec §1.7–§1.8). ``fixed_alpha``
-replaces the estimation by constant weights (the oracle).
+``param.grad = Σ_k α_ik g_k(θ_i); optimizer.step()`` (the paper's code, docs/papers/all_for_one.md §2.7–§2.8).
+``fixed_alpha`` replaces the estimation by constant weights (the oracle).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Local: every client trains alone on its own data, no communication.
 
-The standard lower/upper reference of personalized FL (pFedMe spec §1.6: on Synthetic it beats every
+The standard lower/upper reference of personalized FL (docs/papers/pfedme.md §2.6: on Synthetic it beats every
 federated method). Each "round" every client runs τ local SGD steps from where it stopped, so a
 round costs each client what one FedAvg round costs a sampled client.
 """

@@ -3,9 +3,9 @@
 Philippenko, Le Bars, Scaman, Massoulié, "Adaptive collaboration for online personalized distributed
 learning with heterogeneous clients", arXiv:2507.06844, 2025: the update of §2 (All-for-one), the criterion
 of §3 (similarity ratio), Definitions 1 and 3 (weights), §4 Eq. (1) (stochastic estimation), Table S1
-(schedule). Spec ``specs/adaptive_collab.md`` §1.1–§1.8.
+(schedule). Notes: docs/papers/all_for_one.md §2.1–§2.8.
 
-Every τ iterations (at iteration 0, τ, 2τ, ...), before the step (spec §1.8):
+Every τ iterations (at iteration 0, τ, 2τ, ...), before the step (docs/papers/all_for_one.md §2.8):
 
     ĝ_ik = ∇ℓ(θ_i; B^α_ik), |B^α_ik| = b_α, fresh batches of client k      (N² gradients, one batched call)
     Z_i = ‖ĝ_ii‖²,  Z_ik = ‖ĝ_ii − ĝ_ik‖²                                     (Eq. 1, m = 1)
@@ -18,7 +18,8 @@ Every τ iterations (at iteration 0, τ, 2τ, ...), before the step (spec §1.8)
 
 then every client steps θ_i ← θ_i − η Σ_k α_ik ∇ℓ(θ_i; B_ik) (``AllForOneBase``).
 
-Paper vs official code (spec §1.7, §6), as named options; defaults are the paper's where it is explicit:
+Paper vs official code (docs/papers/all_for_one.md §2.7, §5), as named options; defaults are the paper's
+where it is explicit:
 
 | option | default | alternative |
 |---|---|---|

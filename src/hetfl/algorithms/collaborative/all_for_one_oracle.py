@@ -2,8 +2,8 @@
 
 Philippenko, Le Bars, Scaman, Massoulié, arXiv:2507.06844, 2025, §5: "each client collaborates exclusively
 with clients from the same cluster using uniform weights", "a theoretical lower bound for the true
-All-for-one" (spec §1.2). Used where ground-truth clusters exist (the ``clusters`` partition, or a
-``natural`` split of a dataset that records them: ``Federation.cluster``):
+All-for-one" (docs/papers/all_for_one.md §2.2). Used where ground-truth clusters exist (the ``clusters``
+partition, or a ``natural`` split of a dataset that records them: ``Federation.cluster``):
 
     α_ik = n_k 1{c(k) = c(i)} / Σ_{j: c(j)=c(i)} n_j        (constant; n_k = 1 by default: 1/|C(i)|)
 

@@ -1,19 +1,20 @@
 """APFL: adaptive personalized federated learning.
 
 Deng, Kamani, Mahdavi, "Adaptive Personalized Federated Learning", 2020, Algorithm 1
-(https://arxiv.org/abs/2003.13461), as a baseline of Philippenko et al., arXiv:2507.06844, 2025 (spec §1.9.7;
-the paper's final code is not public: [I]). Each client k keeps a local copy w_k of the global model and a
-local model v_k; its personalized model is the mixture v̄_k = α v_k + (1 − α) w_k. Round t, from w_k = w^t,
-for I iterations with one minibatch B_k each (both gradients at the current points, Algorithm 1):
+(https://arxiv.org/abs/2003.13461), as a baseline of Philippenko et al., arXiv:2507.06844, 2025
+(docs/papers/all_for_one.md §2.9.7; the paper's final code is not public, so the choices below are this
+project's). Each client k keeps a local copy w_k of the global model and a local model v_k; its personalized
+model is the mixture v̄_k = α v_k + (1 − α) w_k. Round t, from w_k = w^t, for I iterations with one minibatch
+B_k each (both gradients at the current points, Algorithm 1):
 
     w_k ← w_k − η ∇f_k(w_k; B_k)
     v_k ← v_k − η α ∇f_k(v̄_k; B_k)                      (∇_v f_k(α v + (1−α) w) = α ∇f_k(v̄))
     (adaptive) α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k; B_k)⟩, 0, 1)     (APFL Eq. 10)
     server: w^{t+1} = Σ_k p_k w_k
 
-Both model updates go through the client's SGD (momentum, weight decay, StepLR). ``mix_alpha`` α = 0.25
-fixed by default (spec: "a = 0.25 fixed, or adaptive"); ``adaptive: true`` with ``mix_lr`` η_α. Evaluated:
-``personal`` = α v_k + (1 − α) w^{t+1} (the mixture with the new global model), ``global`` = w.
+Both model updates go through the client's SGD (momentum, weight decay, StepLR). ``mix_alpha`` α = 0.25 fixed
+by default ("a = 0.25 fixed, or adaptive", §2.9.7 of the notes); ``adaptive: true`` with ``mix_lr`` η_α.
+Evaluated: ``personal`` = α v_k + (1 − α) w^{t+1} (the mixture with the new global model), ``global`` = w.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Hashemi, Karimireddy, Jaggi et al., "CoBo: Collaborative Learning via Bilevel Optimization", NeurIPS 2024
 (https://arxiv.org/abs/2409.05539), Algorithm 1, as a baseline of Philippenko et al., arXiv:2507.06844, 2025
-(spec §1.9.5; the final code is not public and the work-in-progress code has indexing bugs: [I]).
-Collaboration weights w_ik ∈ [0, 1] start at 1. Every τ iterations, for every pair, at the midpoint
-z_ik = (θ_i + θ_k)/2 (fresh batches of b_α samples, stream ``algorithm``):
+(docs/papers/all_for_one.md §2.9.5; the final code is not public and the work-in-progress code has indexing
+bugs, so the choices below are this project's). Collaboration weights w_ik ∈ [0, 1] start at 1. Every τ
+iterations, for every pair, at the midpoint z_ik = (θ_i + θ_k)/2 (fresh batches of b_α samples, stream
+``algorithm``):
 
     w_ik ← clip(w_ik + γ_C ⟨∇f_i(z_ik; B_i), ∇f_k(z_ik; B_k)⟩, 0, 1)            (the upper-level step)
 
@@ -12,7 +13,8 @@ and every iteration each client steps on its own batch with the consensus penalt
 
     θ_i ← θ_i − η (∇f_i(θ_i; B_i) + ρ Σ_k w_ik (θ_i − θ_k))
 
-through its SGD (momentum, weight decay, StepLR). γ_C = 0.01 ([C]: "as in the original repository").
+through its SGD (momentum, weight decay, StepLR). γ_C = 0.01 (the paper's code: "as in the original
+repository").
 ρ: the work-in-progress code's ρ = 1/η makes η ρ Σ_k w_ik ≈ N − 1 > 1 and diverges with N = 20, so the
 default is ρ = 1/(η N) (η ρ Σ_k w_ik < 1), configurable (``rho``). The N² midpoint gradients are one
 batched call and the penalty a matrix product (Laplacian of w times the stacked models).

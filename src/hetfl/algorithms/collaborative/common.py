@@ -1,10 +1,11 @@
 """Shared pieces of the collaborative family: hyper-parameters, the client optimizer, pairwise gradients.
 
 - ``CollaborativeHyperparameters``: the per-dataset training setting every algorithm of the paper shares
-  ("same set of hyperparameters for every algorithms", spec §1.9): lr η, iterations per epoch I
-  (``local_steps``), batch b, momentum, weight decay, StepLR.
+  ("same set of hyperparameters for every algorithms", docs/papers/all_for_one.md §2.9): lr η, iterations per
+  epoch I (``local_steps``), batch b, momentum, weight decay, StepLR.
 - ``ClientSGD``: ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` for N stacked client models,
-  the paper's code's optimizer (spec §1.7: ``param.grad = Σ_k α_ik g_k; optimizer.step()``).
+  the paper's code's optimizer (docs/papers/all_for_one.md §2.7: ``param.grad = Σ_k α_ik g_k;
+  optimizer.step()``).
 - ``PairSampler`` and the two batched gradient computations of All-for-one:
   ``stacked_grads`` (one gradient per (model, batch) row: the N×N gradients ĝ_ik = ∇ℓ(θ_i; B_k) of the
   weight estimation are one call with C = N² rows) and ``weighted_grads`` + ``collaborator_batch`` (the
@@ -47,7 +48,7 @@ _TINY = np.finfo(np.float64).tiny  # log10 of an exact zero loss is clamped here
 
 @dataclasses.dataclass(frozen=True)
 class CollaborativeHyperparameters(LocalTraining):
-    """The training setting shared by every algorithm of a study (Table S1; spec §1.8, §2.6).
+    """The training setting shared by every algorithm of a study (Table S1; all_for_one.md §2.8, §3.6).
 
     ``lr`` η, ``local_steps`` I (iterations per round = the paper's epoch, I = ⌊mean_k ⌈n_k/b⌉⌋ for finite
     data, 1 for the synthetic stream), ``batch_size`` b, ``momentum`` m (0), ``weight_decay`` (0),
@@ -130,7 +131,8 @@ class PairSampler(BatchSampler):
 
     The N² streams are those of a ``BatchSampler`` over N² virtual clients of sizes n_k (pair p = i·N + k),
     so each pair walks its own epochs of client k's data, as the per-(i, k) data iterators of the paper's
-    code (spec §1.7). ``next(pairs)`` returns positions within client ``pairs % N``'s data.
+    code (docs/papers/all_for_one.md §2.7). ``next(pairs)`` returns positions within client
+    ``pairs % N``'s data.
     """
 
     def __init__(self, sizes: Tensor, batch_size: int, generator: torch.Generator, mode: str = "epoch"):
@@ -256,7 +258,7 @@ def collaborator_batch(fed: Federation, sampler: PairSampler, alpha: Tensor) -> 
 
 def in_cluster_weight(alpha: Tensor, cluster: Tensor) -> Tensor:
     """m_i = Σ_{k: c(k)=c(i)} α_ik / Σ_k α_ik, the share of client i's weight inside its true cluster ``[N]``
-    (spec §3.5; 1 for a client whose weights sum to 0)."""
+    (docs/papers/all_for_one.md §8.5; 1 for a client whose weights sum to 0)."""
     a = alpha.abs().double()
     same = (cluster.unsqueeze(0) == cluster.unsqueeze(1)).double()
     total = a.sum(1)
@@ -281,7 +283,7 @@ class CollaborativeAlgorithm(FederatedAlgorithm):
 
     Metrics: ``{train,test}_{loss,acc}_{model}`` (``FederatedAlgorithm``), plus ``train_log10_loss`` and
     ``test_log10_loss`` (mean over clients of log10 of the client's loss with its personal model: the
-    paper's curves and Table 2, spec §2.1) and, when ``weighted``, the weight metrics.
+    paper's curves and Table 2, docs/papers/all_for_one.md §3.1) and, when ``weighted``, the weight metrics.
 
     Artifacts: ``alpha [U, N, N]`` (float64, each recorded matrix), ``alpha_round [U]`` (the round
     during which it was computed, 1-based), ``alpha_iteration [U]`` (iterations done before it),
@@ -351,7 +353,8 @@ class CollaborativeAlgorithm(FederatedAlgorithm):
 
 
 class AllForOneBase(CollaborativeAlgorithm):
-    """The All-for-one update with weights chosen by a subclass (paper §2, Eq. "All-for-one"; spec §1.1, §1.8):
+    """The All-for-one update with weights chosen by a subclass (paper §2, Eq. "All-for-one"; notes:
+    docs/papers/all_for_one.md §2.1, §2.8):
 
         θ_i^t = θ_i^{t−1} − η_i^t Σ_k α_ik^t g_k^t(θ_i^{t−1}),   g_k^t(θ_i) = ∇ℓ(θ_i; B_ik), |B_ik| = b,
 

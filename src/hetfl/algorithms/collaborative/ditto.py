@@ -2,16 +2,17 @@
 
 Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through Personalization", ICML 2021,
 Algorithm 1 (https://arxiv.org/abs/2012.04221), as a baseline of Philippenko et al., arXiv:2507.06844, 2025
-(spec §1.9.4; the paper's final code is not public, so the choices below are marked [I] in the spec):
+(docs/papers/all_for_one.md §2.9.4; the paper's final code is not public, so the choices below are this
+project's):
 
     round t: every client k, from w_k = w^t, for I iterations with one minibatch B_k each:
         w_k ← w_k − η ∇f_k(w_k; B_k)                              (the global objective, FedAvg's local solver)
         v_k ← v_k − η (∇f_k(v_k; B_k) + λ (v_k − w^t))            (the personal objective, regularized to w^t)
     server: w^{t+1} = Σ_k p_k w_k  (p = 1/N, ``client_weights: uniform``, the work-in-progress code)
 
-Both updates go through the client's SGD (momentum, weight decay, StepLR; one optimizer state per model,
-kept across rounds). ``lam`` λ = 1 ([C]). The regularization uses the global model of the round start w^t
-(Ditto's Algorithm 1; the work-in-progress code used the client's locally updated copy). Evaluated:
+Both updates go through the client's SGD (momentum, weight decay, StepLR; one optimizer state per model, kept
+across rounds). ``lam`` λ = 1 (the paper's code). The regularization uses the global model of the round start
+w^t (Ditto's Algorithm 1; the work-in-progress code used the client's locally updated copy). Evaluated:
 ``personal`` = v_k, ``global`` = w.
 """
 

@@ -1,12 +1,12 @@
 """FedAvg with the client optimizer of the All-for-one experiments (SGD, momentum, weight decay, StepLR).
 
-McMahan et al., AISTATS 2017, as run by Philippenko et al., arXiv:2507.06844, 2025 (spec §1.9.2, the code's
-``fedavg_training``): each epoch every client starts from the global model w, runs I = ``local_steps`` steps
-of its own ``torch.optim.SGD`` (its momentum buffer is kept across rounds, as each client keeps its optimizer
-in the code), and the server averages w ← Σ_i p_i θ_i, p_i = n_i / Σ_j n_j (``client_weights: samples``,
-the default here as in the code) or 1/N (``uniform``). Every client is evaluated with w. With ``momentum: 0``,
-no weight decay or scheduler and the same ``client_weights``, it equals the shared ``fedavg`` with all
-clients and ``local_steps`` = I.
+McMahan et al., AISTATS 2017, as run by Philippenko et al., arXiv:2507.06844, 2025
+(docs/papers/all_for_one.md §2.9.2, the code's ``fedavg_training``): each epoch every client starts from the
+global model w, runs I = ``local_steps`` steps of its own ``torch.optim.SGD`` (its momentum buffer is kept
+across rounds, as each client keeps its optimizer in the code), and the server averages w ← Σ_i p_i θ_i,
+p_i = n_i / Σ_j n_j (``client_weights: samples``, the default here as in the code) or 1/N (``uniform``).
+Every client is evaluated with w. With ``momentum: 0``, no weight decay or scheduler and the same
+``client_weights``, it equals the shared ``fedavg`` with all clients and ``local_steps`` = I.
 
 Its collaboration matrix (recorded once, for the weight figures): every row is p.
 """

@@ -1,10 +1,10 @@
 """Local training with the client optimizer of the All-for-one experiments (SGD, momentum, weight decay, StepLR).
 
-Philippenko et al., arXiv:2507.06844, 2025, §5 baseline "Local" (spec §1.9.1): every client runs I = ``local_steps``
-SGD steps per epoch on its own batches, α = I_N. The same as the shared ``local`` (which it equals exactly,
-batch for batch, with ``momentum: 0`` and no weight decay or scheduler), with the paper code's
-``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` per client, so that every run of a study shares
-one optimizer.
+Philippenko et al., arXiv:2507.06844, 2025, §5 baseline "Local" (docs/papers/all_for_one.md §2.9.1): every
+client runs I = ``local_steps`` SGD steps per epoch on its own batches, α = I_N. The same as the shared
+``local`` (which it equals exactly, batch for batch, with ``momentum: 0`` and no weight decay or scheduler),
+with the paper code's ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` per client, so that every
+run of a study shares one optimizer.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """The size of the sufficient cluster N_i^⋆(ε) against the precision ε (All-for-one, Figure 1).
 
 Philippenko, Le Bars, Scaman, Massoulié, arXiv:2507.06844, 2025, Definition 2 with Property 1 injected
-(Appendix A, "Setting of Figure 1"; spec §2.2): for client i and precision ε,
+(Appendix A, "Setting of Figure 1"; docs/papers/all_for_one.md §3.2): for client i and precision ε,
 
     x_ik(ε) = (1 − b_ik² / (2 μ_i ε) − c_ik)_+,     N_i^⋆(ε) = #{k : ψ(x_ik(ε)) > 0},
 
 with φ_bin(x) = λ1{x ≥ λ}, ψ(x) = x φ(x): k counts when x_ik ≥ λ and x_ik > 0 (λ = 0: 0⁺, the code's
 "λ ≤ 1 − …" with λ = 0 up to the equality case). Definition 2 reads b_ik where the proof of Lemma 2 and
-the code use b_ik² (spec §6.12): ``b_form: squared`` (default) or ``linear``. A pure computation: "round" t
-evaluates the t-th precision of the grid log10 ε_t = ``log10_eps_start`` + t · ``log10_eps_step``, so the
-figure is ``x: log10_eps``. Metrics: ``log10_eps``, ``cluster_size`` (client ``client``'s, the paper's; per
-client in the client table) and ``mean_cluster_size`` (the mean over clients, less dependent on one draw).
+the code use b_ik² (docs/papers/all_for_one.md §9, item 12): ``b_form: squared`` (default) or ``linear``.
+A pure computation: "round" t evaluates the t-th precision of the grid
+log10 ε_t = ``log10_eps_start`` + t · ``log10_eps_step``, so the figure is ``x: log10_eps``. Metrics:
+``log10_eps``, ``cluster_size`` (client ``client``'s, the paper's; per client in the client table) and
+``mean_cluster_size`` (the mean over clients, less dependent on one draw).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Chayti, Karimireddy, Stich, Flammarion, Jaggi, "Linear Speedup in Personalized Collaborative Learning", 2021
 (https://arxiv.org/abs/2111.05968), the bias-correction method, as a baseline of Philippenko et al.,
-arXiv:2507.06844, 2025 (spec §1.9.6; no code of it was seen: [I]). Every iteration, client i receives from
-every client k a stochastic gradient at θ_i on k's data (the N² gradients of All-for-one) and steps with
+arXiv:2507.06844, 2025 (docs/papers/all_for_one.md §2.9.6; no code of it was seen, so the choices below are
+this project's). Every iteration, client i receives from every client k a stochastic gradient at θ_i on k's
+data (the N² gradients of All-for-one) and steps with
 
     d_i   = Σ_{k≠i} w (g_k(θ_i) − g_i(θ_i))                   (the observed gradient differences, weighted)
     θ_i  ← θ_i − η (g_i(θ_i) + d_i − c_i)                       (pseudo-gradient, bias-corrected)

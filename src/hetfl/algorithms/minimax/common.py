@@ -7,8 +7,8 @@ take the y-gradient at the snapshot x̂^(s), refreshed every S rounds (lines 4-6
 at the server, with w̃_i = p_i n/|C^(t)| (Eq. (3), not renormalized):
 
 - naive (Local SGDA): x^(t+1) = x^(t) − Σ_{i∈C} w̃_i (x^(t) − x_i^(t,τ_i)); the same for y, then Π_Y.
-  With full participation this is Σ_i p_i x_i, model averaging (spec §1.4).
-- normalized (Fed-Norm-SGDA, lines 15-20 in the FedNova form of spec decision 1):
+  With full participation this is Σ_i p_i x_i, model averaging (docs/papers/fedminimax.md §2.5).
+- normalized (Fed-Norm-SGDA, lines 15-20 in the FedNova form, docs/papers/fedminimax.md §2.4, D1):
   x^(t+1) = x^(t) − γ_s τ_eff Σ_{i∈C} w̃_i (x^(t) − x_i^(t,τ_i))/‖ā_i‖₁, y likewise, then Π_Y.
 
 Batching heterogeneous τ_i: each round the participants are ordered by τ_i, longest first, so the
@@ -74,9 +74,9 @@ class SGDAHyperparameters(Options):
 
 @dataclasses.dataclass(frozen=True)
 class Normalized(Options):
-    """Fed-Norm-SGDA's server: ``server_lr`` γ_s (1; the paper's γ^s = γ_s η^c, spec decision 1) and
-    ``tau_eff``: ``exact`` Σ_{j=1}^n p_j‖ā_j‖₁ over all n clients' τ of this round (default, spec
-    decision 2), ``expected`` Σ_j p_j E‖ā_j‖₁, or ``participants`` Σ_{i∈C} w̃_i‖ā_i‖₁ (unbiased estimate)."""
+    """Fed-Norm-SGDA's server: ``server_lr`` γ_s (1; the paper's γ^s = γ_s η^c, docs/papers/fedminimax.md
+    §2.4, D1) and ``tau_eff``: ``exact`` Σ_{j=1}^n p_j‖ā_j‖₁ over all n clients' τ of this round (default;
+    §2.4, D2), ``expected`` Σ_j p_j E‖ā_j‖₁, or ``participants`` Σ_{i∈C} w̃_i‖ā_i‖₁ (unbiased estimate)."""
 
     server_lr: float = 1.0
     tau_eff: Literal["exact", "expected", "participants"] = "exact"
@@ -88,7 +88,8 @@ class Normalized(Options):
 
 @dataclasses.dataclass(frozen=True)
 class Snapshot(Options):
-    """The "+" variants: ``snapshot_period`` S, rounds between refreshes of x̂ (1; spec §3.6)."""
+    """The "+" variants: ``snapshot_period`` S, rounds between refreshes of x̂ (1; docs/papers/fedminimax.md
+    §4.6)."""
 
     snapshot_period: int = 1
 

@@ -1,5 +1,5 @@
 """Fed-Norm-SGDA and Fed-Norm-SGDA+: Algorithm 1 of Sharma, Panda, Joshi, "Federated Minimax
-Optimization with Client Heterogeneity", TMLR 2023 (OpenReview NnUmg1chLL; spec ``specs/fedminimax.md`` §1.3).
+Optimization with Client Heterogeneity", TMLR 2023 (OpenReview NnUmg1chLL; docs/papers/fedminimax.md §2.3).
 
 Each participant i ∈ C^(t) runs τ_i^(t) local SGDA steps (lines 8-13; the "+" variant takes the
 y-gradient at the snapshot x̂^(s), refreshed every S rounds, lines 4-6, 11, 16) and sends its update
@@ -9,12 +9,12 @@ not renormalized) and scales by the effective number of local steps τ_eff = Σ_
     x^(t+1) = x^(t) − γ_s τ_eff Σ_{i∈C} w̃_i (x^(t) − x_i^(t,τ_i))/‖ā_i‖₁
     y^(t+1) = Π_Y( y^(t) + γ_s τ_eff Σ_{i∈C} w̃_i (y_i^(t,τ_i) − y^(t))/‖ā_i‖₁ )
 
-This is lines 15-20 with the paper's server rate γ^s = γ_s η^c (spec decision 1: Tables 3-4's γ^s = 1
-read as FedNova's multiplier of the normalized model difference; with equal τ_i and p_i, full
-participation and γ_s = 1 it is exactly Local SGDA). With w = p the iterates converge to a stationary
-point of F itself, whatever the τ_i (Theorems 1-2, Corollary 1.1). Choices the paper leaves open, as
-options: ``tau_eff`` (exact over all n clients | expected | participants), projections after every
-y-step, local momentum (off; the paper's experiments use plain SGD for Fed-Norm).
+This is lines 15-20 with the paper's server rate γ^s = γ_s η^c (docs/papers/fedminimax.md §2.4, D1:
+Tables 3-4's γ^s = 1 read as FedNova's multiplier of the normalized model difference; with equal τ_i and
+p_i, full participation and γ_s = 1 it is exactly Local SGDA). With w = p the iterates converge to a
+stationary point of F itself, whatever the τ_i (Theorems 1-2, Corollary 1.1). Choices the paper leaves
+open, as options: ``tau_eff`` (exact over all n clients | expected | participants), projections after
+every y-step, local momentum (off; the paper's experiments use plain SGD for Fed-Norm).
 
 Config names: ``fed_norm_sgda``, ``fed_norm_sgda_plus``, both on client data (the model is x) and on
 the quadratic game ``quadratic_game`` (the study's environment picks the implementation).

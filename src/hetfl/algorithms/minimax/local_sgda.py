@@ -5,15 +5,15 @@ Communication Efficiency", AISTATS 2021; Sharma, Panda, Joshi, Varshney, "Federa
 Optimization: Improved Convergence Analyses and Algorithms", ICML 2022 (with local momentum).
 Local SGDA+: Deng & Mahdavi 2021 (the y-gradient at a snapshot x̂ refreshed every S rounds).
 As run in Sharma, Panda, Joshi, "Federated Minimax Optimization with Client Heterogeneity", TMLR 2023,
-Figs 3, 5, 6 (spec ``specs/fedminimax.md`` §1.4): each participant runs τ_i^(t) local SGDA steps
+Figs 3, 5, 6 (docs/papers/fedminimax.md §2.5): each participant runs τ_i^(t) local SGDA steps
 (``common.GeneralizedSGDA.local_updates``), and the server averages the local iterates,
 
     x^(t+1) = x^(t) − Σ_{i∈C} w̃_i (x^(t) − x_i^(t,τ_i)),   y^(t+1) = Π_Y(y^(t) + Σ_{i∈C} w̃_i (y_i^(t,τ_i) − y^(t))),
 
-w̃_i = p_i n/|C| (= Σ_i p_i x_i with full participation; the difference form under partial participation
-is spec §1.4's [INFERRED] choice). With unequal τ_i it converges to a stationary point of the
-surrogate Σ_i w_i f_i, w_i ∝ p_i‖ā_i‖₁ (Eq. (2), Theorem 1), not of F. "Local SGDA (M)" is
-``momentum: 0.9`` (heavy-ball, buffer reset each round).
+w̃_i = p_i n/|C| (= Σ_i p_i x_i with full participation; the difference form under partial participation is
+this project's choice: the paper does not say). With unequal τ_i it converges to a stationary point of the
+surrogate Σ_i w_i f_i, w_i ∝ p_i‖ā_i‖₁ (Eq. (2), Theorem 1), not of F. "Local SGDA (M)" is ``momentum: 0.9``
+(heavy-ball, buffer reset each round).
 
 Config names: ``local_sgda``, ``local_sgda_plus``, both on client data (the model is x) and on the
 quadratic game ``quadratic_game`` (the study's environment picks the implementation).

@@ -1,11 +1,11 @@
 """Heterogeneous local work: τ_i^(t) per client and round, in SGD steps, and ‖ā_i‖₁.
 
-The paper's experiments: "Clients sample the number of epochs they run locally via uniform sampling
-over the set {2, ..., E}, i.e., τ_i ∼ Unif[2 : E]" (Sec. 6). Here τ_i is drawn for **every** client each
-round (``redraw: round``) or once per run (``fixed``), so the exact τ_eff = Σ_j p_j‖ā_j‖₁ over all n
-clients is known (spec §1.3, decision 2). ``draw: spread`` gives deterministic τ_i evenly spread over
-[τ_min, τ_max] by client index (Fig. 1's τ = (2, 5) for two clients). In epochs, client i runs
-τ_i · ⌈n_i / B⌉ steps (spec §3.6: "‖ā_i‖₁ = number of SGD steps").
+The paper's experiments: "Clients sample the number of epochs they run locally via uniform sampling over the
+set {2, ..., E}, i.e., τ_i ∼ Unif[2 : E]" (Sec. 6). Here τ_i is drawn for **every** client each round
+(``redraw: round``) or once per run (``fixed``), so the exact τ_eff = Σ_j p_j‖ā_j‖₁ over all n clients is
+known (docs/papers/fedminimax.md §2.4, D2). ``draw: spread`` gives deterministic τ_i evenly spread over
+[τ_min, τ_max] by client index (Fig. 1's τ = (2, 5) for two clients). In epochs, client i runs τ_i · ⌈n_i / B⌉
+steps, and ‖ā_i‖₁ is the number of SGD steps (docs/papers/fedminimax.md §2.6, §4.6).
 """
 
 from __future__ import annotations

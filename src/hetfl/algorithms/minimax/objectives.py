@@ -1,9 +1,9 @@
-"""The minimax objectives on client data (spec ``fedminimax.md`` §3.2-3.3), batched over clients.
+"""The minimax objectives on client data (docs/papers/fedminimax.md §4.2-4.3), batched over clients.
 
 - ``robust`` (Eq. (7), reconstructed): min_x max_{‖y‖₂ ≤ r} Σ_j ℓ(h_x(a_j + y), b_j), y one universal
   input-shaped perturbation (y^(0) = 0). Robust accuracy: accuracy on the pooled test set at the worst
   perturbation found by projected normalized gradient ascent from the current y (``attack_steps``
-  steps of length ``attack_lr``·r), the model frozen (spec §3.2).
+  steps of length ``attack_lr``·r), the model frozen (docs/papers/fedminimax.md §4.2).
 - ``fair`` (Eq. (8), reconstructed): min_x max_{y ∈ Δ_C} Σ_c y_c F_c(x) − (λ/2)‖y‖², with
   f_i(x, y) = Σ_c y_c F_{c,i}(x) − (λ/2)‖y‖², F_{c,i} = (1/n_i) Σ_{j∈D_i, b_j=c} ℓ_j / π_c and
   π_c = N_c/N, so Σ_i p_i f_i = F for p_i = n_i/N; y^(0) = 1/C; unbiased minibatch gradients
@@ -166,7 +166,8 @@ class Robust(Objective):
 
     def attack(self, x: Params, y: Tensor) -> Tensor:
         """The worst perturbation for the frozen model ``x``: ``attack_steps`` steps of projected
-        normalized gradient ascent on the pooled test loss, from ``y [1, ...]`` (spec §3.2)."""
+        normalized gradient ascent on the pooled test loss, from ``y [1, ...]``
+        (docs/papers/fedminimax.md §4.2)."""
         data, hp = self.fed.test, self.hp
         y_adv = y.detach().clone()
         for _ in range(hp.attack_steps):

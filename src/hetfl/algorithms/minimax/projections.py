@@ -1,6 +1,6 @@
 """Euclidean projections onto the constraint sets Y of the minimax problems, batched over clients.
 
-Spec ``fedminimax.md`` §1.3, decision 3: Π_Y is applied after every local y-step and after the
+docs/papers/fedminimax.md §2.4, D3: Π_Y is applied after every local y-step and after the
 server's y-step (the paper only says projections "can be easily" added).
 """
 

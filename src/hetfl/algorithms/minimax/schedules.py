@@ -1,4 +1,4 @@
-"""Client learning-rate schedules of the paper's experiments (spec ``fedminimax.md`` §3.4).
+"""Client learning-rate schedules of the paper's experiments (docs/papers/fedminimax.md §4.4).
 
 Table 3 (robust training): η^c_y = 0.02, η^c_x = 0.016 for rounds 1-100, ÷10 for rounds 101-200, ÷10
 again after round 200 (γ^s_x = γ^s_y = 1). Table 4 (fair classification): the same rates, constant.

@@ -2,7 +2,7 @@
 
 Pillutla, Malik, Mohamed, Rabbat, Sanjabi, Xiao, "Federated Learning with Partial Model
 Personalization", ICML 2022, Algorithm 1 (``pfl/optim/fedalt.py`` of facebookresearch/FL_partial_personalization;
-spec ``ffgg.md`` §2.5). Round r, each sampled client m:
+docs/papers/ffgg.md §3.5). Round r, each sampled client m:
 
     w_m ← its stored personal part (stateful) or the default client parameters (stateless)
     personal_steps SGD steps on w_m, θ fixed

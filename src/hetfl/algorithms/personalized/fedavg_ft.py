@@ -3,7 +3,7 @@
 FedAvg trains the global model (McMahan et al. 2017); each client's personalized model is the current
 global model fine-tuned on its own training data for ``finetune_steps`` SGD steps (Wang et al. 2019,
 "Federated evaluation of on-device personalization"; the fair counterpart of Per-FedAvg's adaptation,
-spec ``pfedme.md`` §1.6, and the "FedAvg + fine-tuning" row of partial-personalization tables).
+docs/papers/pfedme.md §2.6, and the "FedAvg + fine-tuning" row of partial-personalization tables).
 ``finetune: personal`` fine-tunes only the personal part of the model's split.
 """
 

@@ -1,7 +1,7 @@
 """FedSim: simultaneous updates of the personal and the global part.
 
 Pillutla et al., "Federated Learning with Partial Model Personalization", ICML 2022
-(``pfl/optim/fedsim.py``; spec ``ffgg.md`` §2.5): each sampled client trains θ and w jointly for
+(``pfl/optim/fedsim.py``; docs/papers/ffgg.md §3.5): each sampled client trains θ and w jointly for
 ``local_steps`` SGD steps from (θ^r, w_m); the server averages the θ's (server_lr 1: FedAvg). Stateless
 (the default, as in FFGG's table) or stateful, as FedAlt.
 """

@@ -1,7 +1,7 @@
 """FFGG: Fine-tuning Followed by Global Gradient, and Local FFGG.
 
 Mishchenko, Islamov, Gorbunov, Horváth, "Partially Personalized Federated Learning: Breaking the Curse
-of Data Heterogeneity", TMLR 2025 (arXiv 2305.18285), Algorithms 1, 2 and 4 (spec ``ffgg.md`` §1).
+of Data Heterogeneity", TMLR 2025 (arXiv 2305.18285), Algorithms 1, 2 and 4 (docs/papers/ffgg.md §2).
 
 Algorithm 1 (``local_theta_steps: 0``), round r:
 

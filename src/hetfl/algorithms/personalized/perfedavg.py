@@ -2,7 +2,7 @@
 
 Fallah, Mokhtari, Ozdaglar, "Personalized Federated Learning with Theoretical Guarantees: A
 Model-Agnostic Meta-Learning Approach", NeurIPS 2020, Algorithm 1 (FO and HF variants); as run in the
-pFedMe paper's comparisons (spec ``pfedme.md`` §1.5). Each sampled client runs τ local steps:
+pFedMe paper's comparisons (docs/papers/pfedme.md §2.5). Each sampled client runs τ local steps:
 
     FO:  w' = w − α ∇f(w; D);   g = ∇f(w'; D');   w ← w − β g
     HF:  as FO, with h = [∇f(w + δg; D'') − ∇f(w − δg; D'')] / (2δ) ≈ ∇²f(w; D'') g and w ← w − β (g − α h)

@@ -2,7 +2,7 @@
 
 Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen, NeurIPS 2020, Algorithm 1.
 https://arxiv.org/abs/2006.08848 — official code https://github.com/CharlieDinh/pFedMe
-(spec: ``specs/pfedme.md`` §1.2 paper version, §1.3 official code).
+(notes: docs/papers/pfedme.md §2.2 paper version, §2.3 official code).
 
 Objective: min_w (1/N) Σ_i F_i(w), F_i(w) = min_θ f_i(θ) + λ/2 ‖θ − w‖² (Moreau envelope).
 Round t (Algorithm 1):
@@ -15,7 +15,7 @@ Round t (Algorithm 1):
 
 Models evaluated: ``global`` = w_t; ``personal`` = θ̃_i, the paper's personalized model (the last inner
 solution of the round); ``local`` = w_{i,R}, what the official code actually evaluates as its
-"personalized model" (spec §1.3, issue #5 of the official repo). Both are logged, labelled.
+"personalized model" (docs/papers/pfedme.md §2.3, issue #5 of the official repo). Both are logged, labelled.
 
 Paper vs official code, as named options (default = paper where the paper is explicit):
 

@@ -1,7 +1,7 @@
 """Asynchronous FFGG (Algorithm 3) in a discrete-event simulation, and its synchronous counterpart.
 
-Mishchenko et al., TMLR 2025, Algorithm 3, Theorem 3/7 and Appendix E.2 (Figure 3); spec
-``specs/ffgg.md`` §1.3, §3.4, §6.
+Mishchenko et al., TMLR 2025, Algorithm 3, Theorem 3/7 and Appendix E.2 (Figure 3);
+docs/papers/ffgg.md §2.3, §4.4.
 
     for r = 0, 1, 2, ...:
         receive Δ_{j_r} from the client j_r that finishes first; its delay d = r − (iteration it started at)   (line 3)

@@ -1,7 +1,7 @@
 """BR-FFGG: Byzantine-robust FFGG (Algorithm 5) with sign-flipping attackers.
 
 Mishchenko et al., TMLR 2025, Appendix D (Algorithm 5) and Appendix E.3 (Figure 4); the official
-Byzantine notebook; spec ``specs/ffgg.md`` §1.5, §3.5. Robust aggregation: Chen, Su, Xu 2017
+Byzantine notebook; docs/papers/ffgg.md §2.5, §4.5. Robust aggregation: Chen, Su, Xu 2017
 (coordinate-wise median); Karimireddy, He, Jaggi, ICLR 2022 (bucketing).
 
     for r = 0, 1, ...:

@@ -1,6 +1,6 @@
 """Shared pieces of the algorithms on ``ffgg_quadratic``: base class and evaluation, batched solvers
 for the w-subproblem (Algorithm 2's GD in closed form, conjugate gradients, the exact solve) and the
-stepsize rules of the paper (spec ``specs/ffgg.md`` §1.6, §2).
+stepsize rules of the paper (docs/papers/ffgg.md §2.6, §3).
 
 Everything is batched over clients: tensors ``[C, ...]`` for C clients, no Python loop over clients.
 """
@@ -164,8 +164,9 @@ def conjugate_gradient(K: Tensor, rhs: Tensor, x0: Tensor, iters: int) -> Tensor
     """``iters`` iterations of conjugate gradients on K_c x = rhs_c for every client c, batched.
 
     The iteration of SciPy's ``scipy.sparse.linalg.cg(K, rhs, x0, maxiter=iters, rtol=0, atol=0)``,
-    which the paper uses (§5.1; spec §1.2: tolerance 0, so exactly ``iters`` iterations). A client
-    whose residual or search direction is exactly 0 has converged and stays put (SciPy would divide by 0).
+    which the paper uses (§5.1; docs/papers/ffgg.md §2.2: tolerance 0, so exactly ``iters`` iterations).
+    A client whose residual or search direction is exactly 0 has converged and stays put (SciPy would
+    divide by 0).
     On CPU the loop runs on numpy views of the tensors (numpy's small operations cost less than torch's).
 
     Args:

@@ -1,7 +1,7 @@
 """FFGG: Fine-tuning Followed by Global Gradient (Algorithm 1), with the GD (Algorithm 2), CG or exact fine-tuner.
 
 Mishchenko, Islamov, Gorbunov, Horváth, "Partially Personalized Federated Learning: Breaking the Curse
-of Data Heterogeneity", TMLR 2025, Algorithm 1 (arXiv:2305.18285); spec ``specs/ffgg.md`` §1.1–1.2.
+of Data Heterogeneity", TMLR 2025, Algorithm 1 (arXiv:2305.18285); docs/papers/ffgg.md §2.1–2.2.
 
     Input: θ^0, γ_θ > 0
     for r = 0, 1, 2, ...:
@@ -11,11 +11,11 @@ of Data Heterogeneity", TMLR 2025, Algorithm 1 (arXiv:2305.18285); spec ``specs/
             Δ_m^r = ∇_1 f_m(θ^r, w_m^r)                                   (line 5)
         θ^{r+1} = θ^r − γ_θ (1/|C^r|) Σ_{m∈C^r} Δ_m^r                     (line 7 TMLR, line 8 arXiv)
 
-Clients are stateless: w is redrawn every round (N(0, I), ``w_init``). θ^0 = 0 (the notebooks).
-Stepsizes (spec §1.6): γ_θ = 1/L with Example 1's L = 2·max(L_φ, L̂) (Theorem 1; ``L_rule: code`` takes
-the notebooks' ``compute_L``, about L/2 here), γ_w = 1/L_w (eq. 7). ``lr_theta``/``lr_w`` set them
-explicitly; ``lr_theta_factor``/``lr_w_factor`` scale the rules (Appendix E.2 tunes ×{0.25, …, 4}).
-Figure 1a uses ``fine_tuner: cg`` (τ CG iterations, tolerance 0), Figures 1b–d and 2 ``gd``.
+Clients are stateless: w is redrawn every round (N(0, I), ``w_init``). θ^0 = 0 (the notebooks). Stepsizes
+(docs/papers/ffgg.md §2.6): γ_θ = 1/L with Example 1's L = 2·max(L_φ, L̂) (Theorem 1; ``L_rule: code`` takes
+the notebooks' ``compute_L``, about L/2 here), γ_w = 1/L_w (eq. 7). ``lr_theta``/``lr_w`` set them explicitly;
+``lr_theta_factor``/``lr_w_factor`` scale the rules (Appendix E.2 tunes ×{0.25, …, 4}). Figure 1a uses
+``fine_tuner: cg`` (τ CG iterations, tolerance 0), Figures 1b–d and 2 ``gd``.
 """
 
 from __future__ import annotations

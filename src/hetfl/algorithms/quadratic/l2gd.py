@@ -2,7 +2,7 @@
 
 Hanzely, Richtárik, "Federated Learning of a Mixture of Global and Local Models", arXiv:2002.05516, 2020,
 Algorithm 1 (L2GD, full gradients); set up as in Mishchenko et al., TMLR 2025, §5.2 and the notebooks'
-``Mixture`` (spec ``specs/ffgg.md`` §2.3). It solves min Σ_i f_i(x_i) + (λ/2) Σ_i ‖x_i − x̄‖², a different
+``Mixture`` (docs/papers/ffgg.md §3.3). It solves min Σ_i f_i(x_i) + (λ/2) Σ_i ‖x_i − x̄‖², a different
 problem, so θ̄ does not reach θ^*.
 
     every client i keeps x_i = (θ_i, w_i), x_i^0 = 0
@@ -12,7 +12,7 @@ problem, so θ̄ does not reach θ^*.
 
 λ = 0.1 and p = 1/τ (``local_steps`` τ: about τ − 1 local steps between communications). Stepsize
 (``stepsize_rule``): the paper prints α = (2M)^{-1} max{L/(1−p), λ/p} (``literal``), which grows with L
-and diverges here (spec §2.3); the default ``theory`` is L2GD's own α = 1/(2L_F) with
+and diverges here (docs/papers/ffgg.md §3.3); the default ``theory`` is L2GD's own α = 1/(2L_F) with
 L_F = max{L/(1−p), λ/p}/M, i.e. α = M/(2 max{L/(1−p), λ/p}); L = L_f. ``lr`` sets α explicitly.
 
 One round here is one communication: the ξ = 0 steps since the last averaging, then the run of

@@ -2,7 +2,7 @@
 
 Khaled, Mishchenko, Richtárik, "Tighter theory for local SGD on identical and heterogeneous data",
 AISTATS 2020 (full-gradient local steps); as set up in Mishchenko et al., TMLR 2025, §5.2 and the
-notebooks' ``Local_SGD`` (spec ``specs/ffgg.md`` §2.1).
+notebooks' ``Local_SGD`` (docs/papers/ffgg.md §3.1).
 
     x = (θ, w) shared by all clients; x^0 = 0
     each round r: for every sampled client i:  x_i^{r,0} = x^r;  x_i^{r,k+1} = x_i^{r,k} − γ ∇f_i(x_i^{r,k}),  k < τ

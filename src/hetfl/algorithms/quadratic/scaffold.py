@@ -2,7 +2,7 @@
 
 Karimireddy, Kale, Mohri, Reddi, Stich, Suresh, "SCAFFOLD: Stochastic Controlled Averaging for Federated
 Learning", ICML 2020, Algorithm 1 (full local gradients here); set up as in Mishchenko et al., TMLR 2025,
-§5.2 (spec ``specs/ffgg.md`` §2.2).
+§5.2 (docs/papers/ffgg.md §3.2).
 
     server x = (θ, w), c; client control variates c_i; all zero at the start
     each round, for each sampled client i:
@@ -11,10 +11,10 @@ Learning", ICML 2020, Algorithm 1 (full local gradients here); set up as in Mish
         Δy_i = y_i − x,  Δc_i = c_i^+ − c_i,  c_i ← c_i^+                         (line 13)
     x ← x + η_g (1/|S|) Σ_{i∈S} Δy_i;   c ← c + (1/M) Σ_{i∈S} Δc_i             (lines 16–17)
 
-η_g = 0.5 and η_l = 1/(L_f τ) (§5.2). Option I is the notebook's choice (the paper does not say).
-The notebook has two bugs this module does not copy (spec §2.2): Δy is overwritten in its client
-loop, so only the last client's Δy reaches the server, and c moves by (|S|/M)·Σ Δc_i (the sum, not the
-mean, when |S| = M). The τ local steps run in closed form (:class:`~hetfl.algorithms.quadratic.common.QuadraticGD`).
+η_g = 0.5 and η_l = 1/(L_f τ) (§5.2). Option I is the notebook's choice (the paper does not say). The notebook
+has two bugs this module does not copy (docs/papers/ffgg.md §3.2): Δy is overwritten in its client loop, so
+only the last client's Δy reaches the server, and c moves by (|S|/M)·Σ Δc_i (the sum, not the mean, when
+|S| = M). The τ local steps run in closed form (:class:`~hetfl.algorithms.quadratic.common.QuadraticGD`).
 """
 
 from __future__ import annotations

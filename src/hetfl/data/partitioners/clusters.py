@@ -1,8 +1,8 @@
 """``clusters``: K groups of clients that differ by label set or by a transform of their data.
 
 Client i is in cluster ``i mod K`` (``K = num_clusters``); the cluster ids are recorded in the
-partition (ground truth for All-for-one's oracle and cluster-recovery checks, specs/adaptive_collab.md
-§2.4). ``by`` chooses what separates the clusters:
+partition (ground truth for All-for-one's oracle and cluster-recovery checks,
+docs/papers/all_for_one.md §3.4). ``by`` chooses what separates the clusters:
 
 - ``labels`` (default): cluster c holds only the labels ``groups[c]``; its samples are shuffled and
   split near-equally among the cluster's clients. ``groups`` defaults to the labels cut into K

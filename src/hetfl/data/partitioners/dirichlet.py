@@ -1,6 +1,6 @@
 """``dirichlet``: label skew with per-class proportions ~ Dir(α) over the clients.
 
-FedMA / FedNova style (Wang et al. 2020; specs/fedminimax.md §3.6): for each class c draw
+FedMA / FedNova style (Wang et al. 2020; docs/papers/fedminimax.md §4.6): for each class c draw
 q_c ~ Dir_N(α) and give client j the fraction q_{c,j} of the class's samples; redraw until every client
 has at least ``min_size`` samples. Small α = strong heterogeneity.
 

@@ -1,4 +1,4 @@
-"""``pathological``: each client holds ``k`` labels, pFedMe's pattern (specs/pfedme.md §4.2, §4.4).
+"""``pathological``: each client holds ``k`` labels, pFedMe's pattern (docs/papers/pfedme.md §4.2, §4.4).
 
 Client u holds labels ``{(u + j) mod C : j < k}`` (``k = labels_per_client``); label l's *holders* are
 the clients holding it, in client order. How a label's samples are divided among its holders:
@@ -11,17 +11,18 @@ the clients holding it, in client order. How a label's samples are divided among
     The per-client train/test shuffle is ``random.seed(seed); random.shuffle`` per client in client
     order, as in the official script.
 
-    - ``overlap: disjoint`` (default; §4.4): part i of label l goes to its i-th holder, at cumulative
-      offsets, so clients are disjoint and every sample is used. With MNIST's counts and seed 1 the
-      client sizes are 5112 4304 3700 ... (§4.4); with mnist5k 309 307 376 ... (§6.2).
-    - ``overlap: faithful`` (§4.2): the paper-time generator with its two bugs. The sizes are read
+    - ``overlap: disjoint`` (default; pfedme.md §4.4): part i of label l goes to its i-th holder, at
+      cumulative offsets, so clients are disjoint and every sample is used. With MNIST's counts and
+      seed 1 the client sizes are 5112 4304 3700 ... (pfedme.md §4.4); with mnist5k 309 307 376 ...
+      (pfedme.md §6.2).
+    - ``overlap: faithful`` (pfedme.md §4.2): the paper-time generator with its two bugs. The sizes are read
       from the *interleaved* list ``[part i of label 0..C-1 for i in 0..h-1]`` in the order the
       (client, label) pairs are visited, and client u takes ``label_l[start_l : n]`` where ``start_l``
       is 0 or 1: the official offsets array was the boolean mask ``target == C - 1`` left over from a
       loop, so ``start_l`` starts as ``y[l] == C - 1`` (true for l = 4 in MNIST's order) and becomes
       1 after the label's first use. A pair is skipped when ``start_l + n >= n_l``. Clients that share
       a label get nested prefixes of the same images. With MNIST's counts this reproduces the table of
-      §4.2 (train sizes 1165..3834, 23,536 distinct images, 89.1 % of test samples in another
+      pfedme.md §4.2 (train sizes 1165..3834, 23,536 distinct images, 89.1 % of test samples in another
       client's train set). Needs every label to have the same number of holders.
 
 ``sizes: equal``
@@ -63,7 +64,8 @@ class _Infeasible(Exception):
 
 
 def ram_dom_gen(total: int, size: int, rs: np.random.RandomState) -> list[int]:
-    """pFedMe's ``ram_dom_gen``: split ``total`` into ``size`` random positive-ish parts (§4.2).
+    """pFedMe's ``ram_dom_gen``: split ``total`` into ``size`` random positive-ish parts
+    (docs/papers/pfedme.md §4.2).
 
     Raises:
         _Infeasible: ``randint``'s range is empty (``rest // (size + 1) >= rest // 2``).
