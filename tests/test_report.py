@@ -125,6 +125,7 @@ def test_the_summary_table_and_the_claims_are_shown_inline(report):
     page = embedded(claims).decode()
     assert "pFedMe beats FedAvg" in page and "C1" in page
     assert re.search(r"<td class='(yes|no|undetermined)'>", page)
+    assert re.search(r"<td class='(yes|noise|no|undetermined)'>(holds|does not hold|undetermined)", page)
     assert "Claims of study <code>pfedme_tiny</code>" in claims["caption"]
 
 
@@ -170,11 +171,41 @@ def test_pages_escape_and_mark_what_they_show():
     assert "test_acc_global (paper)" in page and "<td>0.7</td>" in page
     claims = pd.DataFrame(
         [
-            {"id": "C1", "text": "a <b>", "check": "a.m > b.m", "at": "final", "holds": "yes"},
-            {"id": "C2", "text": "t", "check": "a.m < b.m", "at": "best", "holds": "undetermined"},
+            {
+                "id": "C1",
+                "text": "a <b>",
+                "check": "a.m > b.m",
+                "at": "final",
+                "holds": "yes",
+                "status": "holds",
+            },
+            {
+                "id": "C2",
+                "text": "t",
+                "check": "a.m < b.m",
+                "at": "best",
+                "holds": "yes",
+                "status": "holds within noise",
+            },
+            {
+                "id": "C3",
+                "text": "t",
+                "check": "a.m < 1",
+                "at": "best",
+                "holds": "undetermined",
+                "status": "undetermined",
+            },
         ]
-    ).assign(seeds_holding="1/2", comparisons="0.5 > 0.4", operands="m[a] = 0.5")
+    ).assign(
+        seeds_holding="1/2",
+        comparisons="0.5 > 0.4",
+        intervals="+0.1 [-0.2, +0.4] (n=3)",
+        operands="m[a] = 0.5",
+    )
     page = claims_page(claims, about)
-    assert "1 of 2 claims hold" in page and "a &lt;b&gt;" in page and "<code>a.m &gt; b.m</code>" in page
-    assert "<td class='yes'>yes</td>" in page and "<td class='undetermined'>undetermined</td>" in page
+    assert "2 of 3 claims hold" in page and "1 of them with every 95 % interval" in page
+    assert "a &lt;b&gt;" in page and "<code>a.m &gt; b.m</code>" in page
+    assert "<td class='yes'>yes</td><td class='yes'>holds</td>" in page
+    assert "<td class='noise'>holds within noise</td>" in page and "+0.1 [-0.2, +0.4] (n=3)" in page
+    assert "<td class='undetermined'>undetermined</td>" in page
     assert "declares no claims" in claims_page(claims.iloc[:0], about)
