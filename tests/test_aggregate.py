@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from hetfl.aggregate import (
+    format_number,
+    format_stat,
     load_runs,
     metric_direction,
     seed_values,
@@ -181,14 +183,70 @@ def test_write_csv_is_byte_identical(tables, tmp_path):
     assert b"0.141421," in text  # %.6g
 
 
+def test_summarize_keeps_full_precision_and_the_paper(tables):
+    summary = summarize(*tables, paper={"fedavg": {"test_acc_global": 0.9323}})
+    acc = row(summary, "fedavg", "test_acc_global")
+    assert acc["paper"] == 0.9323 and np.isnan(row(summary, "fedavg", "train_loss_global")["paper"])
+    assert acc["best_ci95"] == pytest.approx(12.7062047 * math.sqrt(0.02) / math.sqrt(2))  # best: 0.9, 0.7
+
+
+@pytest.mark.parametrize(
+    "value, metric, std, text",
+    [
+        (0.8988, "test_acc_personal", False, "89.88"),  # accuracies in %, two decimals
+        (0.005659, "test_acc_personal", True, "0.57"),
+        (0.23142, "train_loss_global", False, "0.2314"),  # 4 significant digits
+        (0.05021, "train_loss_global", True, "0.050"),  # a std: 2, trailing zero kept
+        (1.2346e-05, "F_norm", False, "1.235e-05"),  # tiny: scientific
+        (-3.2e-4, "grad_norm", True, "-3.2e-04"),
+        (250000.0, "grad_evals", False, "2.500e+05"),
+        (200.0, "comm_rounds", False, "200"),  # a whole number
+        (float("nan"), "test_acc_global", False, "–"),
+    ],
+)
+def test_format_number(value, metric, std, text):
+    assert format_number(value, metric, std=std) == text
+
+
+def test_format_stat():
+    assert format_stat(0.8988, 0.005659, "test_acc_personal") == "89.88 ± 0.57"
+    assert format_stat(0.8988, float("nan"), "test_acc_personal") == "89.88"  # one seed: no ±
+    assert format_stat(float("nan"), 0.1, "train_loss_global") == "–"
+
+
 def test_summary_markdown(tables):
     summary = summarize(*tables)
-    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 93.23}})
+    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 0.9323}})
     lines = md.splitlines()
-    assert lines[0].startswith("| run") and "test_acc_global (paper)" in lines[0]
-    fedavg = next(line for line in lines if "fedavg †" in line)
-    assert "0.7 ± 0.1414 (0.8)" in fedavg and "93.23" in fedavg and "1/3 diverged" in fedavg
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == [
+        "run",
+        "algorithm",
+        "seeds",
+        "test_acc_global final (%)",
+        "test_acc_global best (%)",
+        "test_acc_global paper (%)",
+    ]
+    fedavg = [
+        cell.strip() for cell in next(line for line in lines if "fedavg †" in line).strip("|").split("|")
+    ]
+    # the finished seeds 0, 1 end at 0.8 and 0.6 (final), their best over rounds are 0.9 and 0.7
+    assert fedavg[2:] == ["3 (1/3 diverged)", "70.00 ± 14.14", "80.00 ± 14.14", "93.23"]
+    single = [
+        cell.strip() for cell in next(line for line in lines if "pfedme-lam=15" in line).strip("|").split("|")
+    ]
+    assert single[3:] == ["70.00", "70.00", "–"]  # one seed: no ±; no paper number
     assert "diverged" in next(line for line in lines if "lam30" in line)
     assert "train_loss_global" not in md
+    legend = md.split("\n\n", 1)[1]
+    assert "final = value at the last round" in legend
+    assert (
+        "best = best test value over rounds (the papers' protocol: it selects the round on the test set)"
+        in legend
+    )
+    assert "† some seeds diverged" in legend
+    loss = summary_markdown(summary, metrics=["train_loss_global"])
+    assert "| train_loss_global final " in loss and "(%)" not in loss.splitlines()[0]
+    assert "0.8000 ± 0.14" in loss  # 0.7 and 0.9: 4 significant digits, std 2
     with pytest.raises(ConfigError, match="allowed: test_acc_global, train_loss_global"):
         summary_markdown(summary, metrics=["test_acc"])

@@ -121,7 +121,13 @@ def test_the_summary_table_and_the_claims_are_shown_inline(report):
     page = embedded(summary).decode()
     for run in STUDY["runs"]:
         assert f"<td>{run}" in page
-    assert "test_acc_personal (paper)" in page and "pfedme_big_lambda †" in page and "diverged" in page
+    assert "test_acc_personal paper (%)" in page and "pfedme_big_lambda †" in page and "diverged" in page
+    assert "<td>90.00</td>" in page  # the paper's 0.9, in % as ours
+    assert "best = best test value over rounds" in page
+    assert (
+        "<h2>Per-client distribution</h2>" in page
+        and "<h3>test_acc_personal (worst = lowest, in %)</h3>" in page
+    )
     page = embedded(claims).decode()
     assert "pFedMe beats FedAvg" in page and "C1" in page
     assert re.search(r"<td class='(yes|no|undetermined)'>", page)
@@ -163,12 +169,15 @@ def test_pages_escape_and_mark_what_they_show():
             "final_mean": [0.5, float("nan")],
             "final_std": [0.1, float("nan")],
             "best_mean": [0.6, float("nan")],
+            "best_std": [0.05, float("nan")],
         }
     )
     page = summary_page(summary, about, paper={"a": {"test_acc_global": 0.7}})
     assert page.startswith("<!DOCTYPE html>") and "A &amp; B" in page and "x &lt; y" in page
-    assert "<td>0.5 ± 0.1 (0.6)</td>" in page and "<td>b †</td>" in page and "<td>diverged</td>" in page
-    assert "test_acc_global (paper)" in page and "<td>0.7</td>" in page
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert cells[:6] == ["a", "fedavg", "2", "50.00 ± 10.00", "60.00 ± 5.00", "70.00"]  # final, best, paper
+    assert "<td>b †</td>" in page and "<td>diverged</td>" in page
+    assert "<th>test_acc_global paper (%)</th>" in page
     claims = pd.DataFrame(
         [
             {

@@ -17,6 +17,11 @@ Reporting conventions (pFedMe spec §1.7):
   mean over seeds: the pFedMe paper's table metric. The paper's ``±`` is ``np.std`` with ddof=0;
   ours is ddof=1 (``std_paper = std * sqrt((n - 1) / n)``).
 - ``last10``: the mean of each seed's last 10 evaluated rounds.
+
+Tables (:func:`summary_markdown`) show accuracies in % with two decimals and
+other metrics with 4 significant digits (:func:`format_number`); the CSV files keep full precision in
+the metrics' own units.
+
 """
 
 from __future__ import annotations
@@ -202,19 +207,29 @@ SUMMARY_COLUMNS = [
     "best_std",
     "last10_mean",
     "last10_std",
+    "best_ci95",
+    "paper",
 ]
 
 
-def summarize(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+def summarize(
+    long: pd.DataFrame, status: pd.DataFrame, paper: dict[str, dict[str, float]] | None = None
+) -> pd.DataFrame:
     """Across-seed statistics, one row per (study, run, metric).
 
-    Columns: study, run, algorithm, metric, direction (``min``/``max``), n_seeds (seeds of the run
-    in ``status``), n_diverged, final_round (last evaluated round over the finished seeds),
-    final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std. Values are in the
-    metric's own units (accuracies as fractions).
+    Args:
+        long, status: as returned by :func:`load_runs`.
+        paper: optional ``{run: {metric: value}}``, the paper's reported numbers (the study's ``paper``).
+
+    Returns:
+        Columns study, run, algorithm, metric, direction (``min``/``max``), n_seeds (seeds of the run
+        in ``status``), n_diverged, final_round (last evaluated round over the finished seeds),
+        final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std, best_ci95 and
+        paper (the paper's number for this run and metric, else ``nan``). Values are in the metric's
+        own units (accuracies as fractions), at full precision.
 
     Statistics are over the seeds that finished (a diverged seed is left out; see the module
-    docstring); std uses ddof=1 and is ``nan`` with fewer than two seeds, as is ci95 (the
+    docstring); std uses ddof=1 and is ``nan`` with fewer than two seeds, as are the ci95 (the
     half-width ``t_{0.975, n-1} * std / sqrt(n)``). ``best`` follows the pFedMe paper (max over
     rounds per seed, then mean over seeds) except for the std's ddof.
     """
@@ -235,6 +250,10 @@ def summarize(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     out = out.merge(seeds.reset_index(), on=["study", "run"])
     out["direction"] = out["metric"].map(metric_direction)
     out["final_round"] = out["final_round"].astype("Int64")
+    paper = paper or {}
+    out["paper"] = [
+        float(paper.get(r, {}).get(m, np.nan)) for r, m in zip(out["run"], out["metric"], strict=True)
+    ]
     run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
     return _sort(out[SUMMARY_COLUMNS], ["study", "run", "metric"], run_order)
 
@@ -245,24 +264,82 @@ def write_csv(frame: pd.DataFrame, path: str | Path, float_format: str = "%.6g")
     frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
 
 
-def _num(x: float) -> str:
-    return "–" if pd.isna(x) else f"{x:.4g}"
+def is_accuracy(metric: str) -> bool:
+    """Whether ``metric`` is an accuracy (a name part ``acc``, e.g. ``test_acc_personal``): a fraction in
+    the records, shown in % in the tables."""
+    return "acc" in metric.split("_")
 
 
-def _cell(row: pd.Series) -> str:
-    """``final mean ± std (best)``; ``diverged`` when no seed finished."""
-    if row["n_diverged"] == row["n_seeds"]:
-        return "diverged"
-    text = _num(row["final_mean"])
-    if pd.notna(row["final_std"]):
-        text += f" ± {_num(row['final_std'])}"
-    return f"{text} ({_num(row['best_mean'])})"
+def _significant(x: float, digits: int) -> str:
+    """``x`` with ``digits`` significant digits (trailing zeros kept, none after a whole number);
+    scientific below 1e-3 and from 1e5 in magnitude."""
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3 or abs(x) >= 1e5:
+        return f"{x:.{digits - 1}e}"
+    if x == round(x):
+        return f"{x:.0f}"  # a count or a whole number: 20, not 20.00
+    return f"{x:#.{digits}g}".rstrip(".")  # trailing zeros kept: 0.050 has two significant digits
+
+
+def format_number(x: float, metric: str, std: bool = False) -> str:
+    """One number of ``metric`` as the tables show it.
+
+    Accuracies (:func:`is_accuracy`, fractions in the records) in % with two decimals (``0.8988`` ->
+    ``89.88``); other metrics with 4 significant digits (a std: 2; trailing zeros kept, ``0.050``), a
+    whole number without decimals (``200``), scientific below 1e-3 and from 1e5 in magnitude
+    (``1.234e-05``). ``nan`` (or ``None``) is ``–``.
+
+    Args:
+        x: the value, in the metric's own units.
+        metric: the metric's name (decides the units).
+        std: ``x`` is a standard deviation (fewer significant digits for a non-accuracy).
+    """
+    if x is None or pd.isna(x):
+        return "–"
+    if is_accuracy(metric):
+        return f"{100 * x:.2f}"
+    return _significant(float(x), 2 if std else 4)
+
+
+def format_stat(mean: float, std: float, metric: str) -> str:
+    """``mean ± std`` as :func:`format_number` writes them; the mean alone when ``std`` is ``nan`` (one
+    seed); ``–`` when ``mean`` is ``nan``."""
+    if pd.isna(mean):
+        return "–"
+    text = format_number(mean, metric)
+    return text if pd.isna(std) else f"{text} ± {format_number(std, metric, std=True)}"
+
+
+def _header(metric: str, part: str) -> str:
+    return f"{metric} {part}" + (" (%)" if is_accuracy(metric) else "")
+
+
+SUMMARY_LEGEND = (
+    "final = value at the last round; best = best test value over rounds (the papers' protocol: it "
+    "selects the round on the test set), each seed's best (max accuracy, min loss; for a training metric "
+    "its best training value), then over seeds. Cells: mean ± std over seeds (std ddof=1; no ± with one "
+    "seed).",
+    "Accuracies (%) with two decimals; other metrics with 4 significant digits (std 2), scientific below "
+    "1e-3 and from 1e5. paper = the number the paper reports (the study's `paper:`), in the same units.",
+)
+"""The legend under the summary table (one entry a line); a note on diverged seeds follows when needed."""
 
 
 def summary_table(
     summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
-) -> tuple[pd.DataFrame, str]:
-    """The table of :func:`summary_markdown` as a DataFrame of strings, and its note (one line).
+) -> tuple[pd.DataFrame, list[str]]:
+    """The table of :func:`summary_markdown` as a DataFrame of strings, and its legend lines.
+
+    Args:
+        summary: as returned by :func:`summarize`.
+        metrics, paper: as for :func:`summary_markdown`.
+
+    Returns:
+        ``(table, legend)``: columns run (and study when the summary has several), algorithm, seeds,
+        then per metric ``<metric> final``, ``<metric> best`` and, where ``paper`` gives the metric,
+        ``<metric> paper`` (accuracy headers end with `` (%)``); ``legend`` is :data:`SUMMARY_LEGEND`
+        plus a line on diverged seeds when a run has some.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -285,35 +362,46 @@ def summary_table(
     ]
     cells = summary.set_index(rows_key + ["metric"])
     for metric in metrics:
-        table[metric] = [
-            _cell(cells.loc[(s, r, metric)]) if (s, r, metric) in cells.index else ""
-            for s, r in zip(runs["study"], runs["run"], strict=True)
-        ]
+        for part in ("final", "best"):
+            column = []
+            for s, r in zip(runs["study"], runs["run"], strict=True):
+                if (s, r, metric) not in cells.index:
+                    column.append("")
+                    continue
+                row = cells.loc[(s, r, metric)]
+                dead = row["n_diverged"] == row["n_seeds"]
+                mean, std = row.get(f"{part}_mean"), row.get(f"{part}_std")
+                column.append("diverged" if dead else format_stat(mean, std, metric))
+            table[_header(metric, part)] = column
         if any(metric in values for values in paper.values()):
-            table[f"{metric} (paper)"] = [_num(paper.get(r, {}).get(metric)) for r in runs["run"]]
-    notes = "Cells: final mean ± std over seeds (std ddof=1), best over rounds in parentheses."
+            table[_header(metric, "paper")] = [
+                format_number(paper.get(r, {}).get(metric), metric) for r in runs["run"]
+            ]
+    legend = list(SUMMARY_LEGEND)
     if runs["n_diverged"].any():
-        notes += " † some seeds diverged; statistics are over the seeds that finished."
-    return table, notes
+        legend.append("† some seeds diverged; statistics are over the seeds that finished.")
+    return table, legend
 
 
 def summary_markdown(
     summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
 ) -> str:
-    """A Markdown table of a summary: runs as rows, ``metrics`` as columns.
+    """A Markdown table of a summary: runs as rows, a final and a best column per metric, then its legend.
 
-    Cells read ``final mean ± std (best)`` over seeds; a run with diverged seeds is marked ``†``
-    with ``k/n diverged`` in its seeds column. ``paper`` ({run: {metric: value}}, the paper's
-    reported numbers, in whatever units the paper used) adds a ``metric (paper)`` column beside
-    each metric it mentions.
+    Cells read ``mean ± std`` over seeds at the precision of :func:`format_number` (accuracies in %);
+    a run with diverged seeds is marked ``†`` with ``k/n diverged`` in its seeds column, and ``diverged``
+    where every seed did. ``paper`` ({run: {metric: value}}, the paper's reported numbers in the
+    metric's own units, accuracies as fractions) adds a ``<metric> paper`` column beside each metric it
+    mentions, shown in the same units as ours. The legend (one ``- `` line each) says which protocol
+    each column follows (:data:`SUMMARY_LEGEND`).
 
     Args:
         summary: as returned by :func:`summarize`.
-        metrics: the columns, in order (default: every metric of the summary, sorted).
+        metrics: the metrics, in order (default: every metric of the summary, sorted).
         paper: optional reference numbers.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, notes = summary_table(summary, metrics, paper)
-    return table.to_markdown(index=False) + "\n\n" + notes + "\n"
+    table, legend = summary_table(summary, metrics, paper)
+    return table.to_markdown(index=False) + "\n\n" + "".join(f"- {line}\n" for line in legend)

@@ -129,18 +129,22 @@ def summary_page(
     metrics: list[str] | None = None,
     paper: dict[str, dict[str, float]] | None = None,
 ) -> str:
-    """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``).
+    """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``, its
+    legend).
 
     Args:
         summary: as returned by ``hetfl.aggregate.summarize`` (one study).
         about: :func:`study_about` of the study.
         metrics, paper: as for ``hetfl.aggregate.summary_markdown``.
+
+    Raises:
+        ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, notes = summary_table(summary, metrics, paper)
+    table, legend = summary_table(summary, metrics, paper)
     body = [
         _header(f"Summary: {about['study']}", about),
         table.to_html(index=False, escape=True, border=0, na_rep=""),
-        f"<p>{html.escape(notes)}</p>",
+        _legend(legend),
     ]
     return _page(f"Summary: {about['study']}", "\n".join(body))
 

@@ -6,7 +6,12 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.aggregate import load_runs, summarize, summary_markdown, write_csv  # noqa: E402
+from hetfl.aggregate import (  # noqa: E402
+    load_runs,
+    summarize,
+    summary_markdown,
+    write_csv,
+)
 
 keys = json.loads(snakemake.params.runs)
 entries = [
@@ -16,9 +21,9 @@ entries = [
 long, status = load_runs(entries)
 write_csv(long, snakemake.output.metrics)
 write_csv(status, snakemake.output.status)
-summary = summarize(long, status)
-write_csv(summary, snakemake.output.summary)
 paper = json.loads(snakemake.params.paper) or None
+summary = summarize(long, status, paper)
+write_csv(summary, snakemake.output.summary)
 table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper)
 with open(snakemake.output.markdown, "w") as f:
-    f.write(f"# {snakemake.wildcards.study}\n\n{table}\n")
+    f.write(f"# {snakemake.wildcards.study}\n\n{table}")
