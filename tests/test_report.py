@@ -177,7 +177,33 @@ def test_pages_escape_and_mark_what_they_show():
     cells = re.findall(r"<td>(.*?)</td>", page)
     assert cells[:6] == ["a", "fedavg", "2", "50.00 ± 10.00", "60.00 ± 5.00", "70.00"]  # final, best, paper
     assert "<td>b †</td>" in page and "<td>diverged</td>" in page
-    assert "<th>test_acc_global paper (%)</th>" in page
+    assert "<th>test_acc_global paper (%)</th>" in page and "Per-client" not in page
+    clients = pd.DataFrame(
+        [
+            {
+                "study": "s",
+                "run": "a",
+                "metric": "test_acc_personal",
+                "n_seeds": 2,
+                "n_diverged": 0,
+                "n_clients": 20,
+                "worst_k": 2,
+                **{
+                    f"{at}_{stat}": 0.5
+                    for at in ("final", "best")
+                    for stat in ("client_mean", "client_std", "worst10")
+                },
+                **{
+                    f"{at}_{stat}_std": 0.01
+                    for at in ("final", "best")
+                    for stat in ("client_mean", "client_std", "worst10")
+                },
+            }
+        ]
+    )
+    page = summary_page(summary, about, clients=clients)
+    assert "<h3>test_acc_personal (worst = lowest, in %)</h3>" in page and "<td>20 (worst 2)</td>" in page
+    assert "<td>50.00 ± 1.00</td>" in page
     claims = pd.DataFrame(
         [
             {

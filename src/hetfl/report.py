@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from hetfl.aggregate import summary_table
+from hetfl.aggregate import CLIENTS_LEGEND, client_tables, summary_table
 from hetfl.claims import CLAIMS_LEGEND
 
 PAPERS = {
@@ -128,14 +128,16 @@ def summary_page(
     about: dict[str, Any],
     metrics: list[str] | None = None,
     paper: dict[str, dict[str, float]] | None = None,
+    clients: pd.DataFrame | None = None,
 ) -> str:
     """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``, its
-    legend).
+    legend) and, when ``clients`` is given, the per-client distribution (the tables of ``clients.md``).
 
     Args:
         summary: as returned by ``hetfl.aggregate.summarize`` (one study).
         about: :func:`study_about` of the study.
         metrics, paper: as for ``hetfl.aggregate.summary_markdown``.
+        clients: as returned by ``hetfl.aggregate.client_summary`` (``clients.csv``), or None.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -146,6 +148,12 @@ def summary_page(
         table.to_html(index=False, escape=True, border=0, na_rep=""),
         _legend(legend),
     ]
+    if clients is not None:
+        body.append("<h2>Per-client distribution</h2>")
+        tables = client_tables(clients)
+        for heading, frame in tables:
+            body += [f"<h3>{html.escape(heading)}</h3>", frame.to_html(index=False, escape=True, border=0)]
+        body.append(_legend(CLIENTS_LEGEND) if tables else "<p>No run records a per-client metric.</p>")
     return _page(f"Summary: {about['study']}", "\n".join(body))
 
 
