@@ -220,7 +220,7 @@ def test_format_stat():
 
 def test_summary_markdown(tables):
     summary = summarize(*tables)
-    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 0.9323}})
+    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 0.932}})
     lines = md.splitlines()
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     assert header == [
@@ -235,7 +235,7 @@ def test_summary_markdown(tables):
         cell.strip() for cell in next(line for line in lines if "fedavg †" in line).strip("|").split("|")
     ]
     # the finished seeds 0, 1 end at 0.8 and 0.6 (final), their best over rounds are 0.9 and 0.7
-    assert fedavg[2:] == ["3 (1/3 diverged)", "70.00 ± 14.14", "80.00 ± 14.14", "93.23"]
+    assert fedavg[2:] == ["3 (1/3 diverged)", "70.00 ± 14.14", "80.00 ± 14.14", "93.20"]  # as text: 93.20
     single = [
         cell.strip() for cell in next(line for line in lines if "pfedme-lam=15" in line).strip("|").split("|")
     ]
@@ -252,6 +252,10 @@ def test_summary_markdown(tables):
     loss = summary_markdown(summary, metrics=["train_loss_global"])
     assert "| train_loss_global final " in loss and "(%)" not in loss.splitlines()[0]
     assert "0.8000 ± 0.14" in loss  # 0.7 and 0.9: 4 significant digits, std 2
+    with_paper = summary_markdown(
+        summary, metrics=["train_loss_global"], paper={"fedavg": {"train_loss_global": 0.41}}
+    )
+    assert "| 0.41 " in with_paper  # a paper's loss keeps the paper's digits
     with pytest.raises(ConfigError, match="allowed: test_acc_global, train_loss_global"):
         summary_markdown(summary, metrics=["test_acc"])
 

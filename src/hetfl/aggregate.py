@@ -317,6 +317,14 @@ def format_stat(mean: float, std: float, metric: str) -> str:
     return text if pd.isna(std) else f"{text} ± {format_number(std, metric, std=True)}"
 
 
+def _paper_cell(x: float | None, metric: str) -> str:
+    """A paper's number in the units of ours: an accuracy in % (:func:`format_number`), another metric
+    with the digits the paper gave (``-0.41``, not ``-0.4100``)."""
+    if x is None or pd.isna(x) or is_accuracy(metric):
+        return format_number(x, metric)
+    return f"{x:.6g}"
+
+
 def _header(metric: str, part: str) -> str:
     return f"{metric} {part}" + (" (%)" if is_accuracy(metric) else "")
 
@@ -327,7 +335,8 @@ SUMMARY_LEGEND = (
     "its best training value), then over seeds. Cells: mean ± std over seeds (std ddof=1; no ± with one "
     "seed).",
     "Accuracies (%) with two decimals; other metrics with 4 significant digits (std 2), scientific below "
-    "1e-3 and from 1e5. paper = the number the paper reports (the study's `paper:`), in the same units.",
+    "1e-3 and from 1e5. paper = the number the paper reports (the study's `paper:`), in the same units "
+    "(other metrics with the paper's own digits).",
 )
 """The legend under the summary table (one entry a line); a note on diverged seeds follows when needed."""
 
@@ -381,7 +390,7 @@ def summary_table(
             table[_header(metric, part)] = column
         if any(metric in values for values in paper.values()):
             table[_header(metric, "paper")] = [
-                format_number(paper.get(r, {}).get(metric), metric) for r in runs["run"]
+                _paper_cell(paper.get(r, {}).get(metric), metric) for r in runs["run"]
             ]
     legend = list(SUMMARY_LEGEND)
     if runs["n_diverged"].any():
@@ -398,7 +407,7 @@ def summary_markdown(
     a run with diverged seeds is marked ``†`` with ``k/n diverged`` in its seeds column, and ``diverged``
     where every seed did. ``paper`` ({run: {metric: value}}, the paper's reported numbers in the
     metric's own units, accuracies as fractions) adds a ``<metric> paper`` column beside each metric it
-    mentions, shown in the same units as ours. The legend (one ``- `` line each) says which protocol
+    mentions, shown in the same units as ours (:func:`_paper_cell`). The legend (one ``- `` line each) says which protocol
     each column follows (:data:`SUMMARY_LEGEND`).
 
     Args:
@@ -410,7 +419,11 @@ def summary_markdown(
         ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
     table, legend = summary_table(summary, metrics, paper)
-    return table.to_markdown(index=False) + "\n\n" + "".join(f"- {line}\n" for line in legend)
+    return (
+        table.to_markdown(index=False, disable_numparse=True)
+        + "\n\n"
+        + "".join(f"- {line}\n" for line in legend)
+    )
 
 
 # --- Per-client distribution -----------------------------------------------------------------------
@@ -649,5 +662,8 @@ def clients_markdown(table: pd.DataFrame) -> str:
     tables = client_tables(table)
     if not tables:
         return "No run of this study records a per-client metric.\n"
-    parts = [f"### {heading}\n\n{frame.to_markdown(index=False)}\n" for heading, frame in tables]
+    parts = [
+        f"### {heading}\n\n{frame.to_markdown(index=False, disable_numparse=True)}\n"
+        for heading, frame in tables
+    ]
     return "\n".join(parts) + "\n" + "".join(f"- {line}\n" for line in CLIENTS_LEGEND)
