@@ -31,7 +31,10 @@ parsed by :mod:`ast` and checked against a whitelist of node types; evaluation w
 
 A claim ``holds`` when its comparison holds on the seed means of its operands (statistics follow
 :mod:`hetfl.aggregate`: a diverged seed has no value and is left out of the mean). The same
-expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree.
+expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree, and
+each comparison's per-seed difference gives a paired 95 % interval over seeds (:func:`paired_interval`)
+from which a claim's statistical status follows (:func:`claim_status`: holds, holds within noise,
+does not hold, undetermined).
 """
 
 from __future__ import annotations
