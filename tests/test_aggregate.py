@@ -8,6 +8,12 @@ import pandas as pd
 import pytest
 
 from hetfl.aggregate import (
+    client_seed_stats,
+    client_summary,
+    clients_markdown,
+    format_number,
+    format_stat,
+    load_clients,
     load_runs,
     metric_direction,
     seed_values,
@@ -181,14 +187,214 @@ def test_write_csv_is_byte_identical(tables, tmp_path):
     assert b"0.141421," in text  # %.6g
 
 
+def test_summarize_keeps_full_precision_and_the_paper(tables):
+    summary = summarize(*tables, paper={"fedavg": {"test_acc_global": 0.9323}})
+    acc = row(summary, "fedavg", "test_acc_global")
+    assert acc["paper"] == 0.9323 and np.isnan(row(summary, "fedavg", "train_loss_global")["paper"])
+    assert acc["best_ci95"] == pytest.approx(12.7062047 * math.sqrt(0.02) / math.sqrt(2))  # best: 0.9, 0.7
+
+
+@pytest.mark.parametrize(
+    "value, metric, std, text",
+    [
+        (0.8988, "test_acc_personal", False, "89.88"),  # accuracies in %, two decimals
+        (0.005659, "test_acc_personal", True, "0.57"),
+        (0.23142, "train_loss_global", False, "0.2314"),  # 4 significant digits
+        (0.05021, "train_loss_global", True, "0.050"),  # a std: 2, trailing zero kept
+        (1.2346e-05, "F_norm", False, "1.235e-05"),  # tiny: scientific
+        (-3.2e-4, "grad_norm", True, "-3.2e-04"),
+        (250000.0, "grad_evals", False, "2.500e+05"),
+        (200.0, "comm_rounds", False, "200"),  # a whole number
+        (float("nan"), "test_acc_global", False, "–"),
+    ],
+)
+def test_format_number(value, metric, std, text):
+    assert format_number(value, metric, std=std) == text
+
+
+def test_format_stat():
+    assert format_stat(0.8988, 0.005659, "test_acc_personal") == "89.88 ± 0.57"
+    assert format_stat(0.8988, float("nan"), "test_acc_personal") == "89.88"  # one seed: no ±
+    assert format_stat(float("nan"), 0.1, "train_loss_global") == "–"
+
+
 def test_summary_markdown(tables):
     summary = summarize(*tables)
-    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 93.23}})
+    md = summary_markdown(summary, metrics=["test_acc_global"], paper={"fedavg": {"test_acc_global": 0.932}})
     lines = md.splitlines()
-    assert lines[0].startswith("| run") and "test_acc_global (paper)" in lines[0]
-    fedavg = next(line for line in lines if "fedavg †" in line)
-    assert "0.7 ± 0.1414 (0.8)" in fedavg and "93.23" in fedavg and "1/3 diverged" in fedavg
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == [
+        "run",
+        "algorithm",
+        "seeds",
+        "test_acc_global final (%)",
+        "test_acc_global best (%)",
+        "test_acc_global paper (%)",
+    ]
+    fedavg = [
+        cell.strip() for cell in next(line for line in lines if "fedavg †" in line).strip("|").split("|")
+    ]
+    # the finished seeds 0, 1 end at 0.8 and 0.6 (final), their best over rounds are 0.9 and 0.7
+    assert fedavg[2:] == ["3 (1/3 diverged)", "70.00 ± 14.14", "80.00 ± 14.14", "93.20"]  # as text: 93.20
+    single = [
+        cell.strip() for cell in next(line for line in lines if "pfedme-lam=15" in line).strip("|").split("|")
+    ]
+    assert single[3:] == ["70.00", "70.00", "–"]  # one seed: no ±; no paper number
     assert "diverged" in next(line for line in lines if "lam30" in line)
     assert "train_loss_global" not in md
+    legend = md.split("\n\n", 1)[1]
+    assert "final = value at the last round" in legend
+    assert (
+        "best = best test value over rounds (the papers' protocol: it selects the round on the test set)"
+        in legend
+    )
+    assert "† some seeds diverged" in legend
+    loss = summary_markdown(summary, metrics=["train_loss_global"])
+    assert "| train_loss_global final " in loss and "(%)" not in loss.splitlines()[0]
+    assert "0.8000 ± 0.14" in loss  # 0.7 and 0.9: 4 significant digits, std 2
+    with_paper = summary_markdown(
+        summary, metrics=["train_loss_global"], paper={"fedavg": {"train_loss_global": 0.41}}
+    )
+    assert "| 0.41 " in with_paper  # a paper's loss keeps the paper's digits
     with pytest.raises(ConfigError, match="allowed: test_acc_global, train_loss_global"):
         summary_markdown(summary, metrics=["test_acc"])
+
+
+# Per-client records: run -> seed -> (status, pooled {metric: per round}, per client {metric: rows per round})
+RNG = np.random.default_rng(0)
+ACC = {r: RNG.uniform(0.3, 1.0, size=10) for r in range(3)}
+ACC[2] = ACC[2] * 0 + ACC[1].mean() + 0.1  # round 2: a higher client mean than round 1, all clients equal
+LOSS = {r: RNG.uniform(0.1, 2.0, size=10) for r in range(3)}
+NORM = {0: np.full(10, 5.0), 1: RNG.uniform(0, 1, size=10), 2: RNG.uniform(2, 3, size=10)}
+ELEVEN = {r: RNG.uniform(0.3, 1.0, size=11) for r in range(3)}
+CLIENT_RUNS = {
+    "pfl": {
+        # the pooled accuracy is best at round 1 (weighted by samples, it need not follow the client mean)
+        0: (
+            "ok",
+            {"test_acc_personal": [0.5, 0.9, 0.8], "test_loss_personal": [2.0, 0.4, 0.6]},
+            {"test_acc_personal": ACC, "test_loss_personal": LOSS, "grad_norm": NORM},
+        ),
+        1: (
+            "ok",
+            {"test_acc_personal": [0.5, 0.9, 0.8], "test_loss_personal": [2.0, 0.4, 0.6]},
+            {
+                "test_acc_personal": {r: v + 0.05 for r, v in ACC.items()},
+                "test_loss_personal": LOSS,
+                "grad_norm": NORM,
+            },
+        ),
+        2: (
+            "diverged",
+            {"test_acc_personal": [0.5, float("nan")]},
+            {"test_acc_personal": {0: ACC[0], 1: np.full(10, float("nan"))}},
+        ),
+    },
+    "eleven": {0: ("ok", {"test_acc_personal": [0.5, 0.6, 0.7]}, {"test_acc_personal": ELEVEN})},
+}
+
+
+def write_client_runs(root):
+    """metrics.csv, metrics_clients.csv and run.json of CLIENT_RUNS; the entries for load_runs/load_clients."""
+    runs = {
+        run: {seed: (state, pooled) for seed, (state, pooled, _) in seeds.items()}
+        for run, seeds in CLIENT_RUNS.items()
+    }
+    entries = write_runs(root, runs)
+    for entry in entries:
+        _, _, per_client = CLIENT_RUNS[entry["run"]][entry["seed"]]
+        lines = ["round,client,metric,value"] + [
+            f"{r},{c},{m},{v}"
+            for m, rounds in per_client.items()
+            for r, values in rounds.items()
+            for c, v in enumerate(values)
+        ]
+        path = entry["metrics"].parent / "metrics_clients.csv"
+        path.write_text("\n".join(lines) + "\n")
+        entry["clients"] = path
+    return entries
+
+
+@pytest.fixture
+def client_tables(tmp_path):
+    entries = write_client_runs(tmp_path)
+    long, status = load_runs(entries)
+    return load_clients(entries), long, status
+
+
+def spread(values, worst, k):
+    """Mean, std across clients (ddof=0) and the mean of the k worst (lowest or highest), by numpy."""
+    ordered = np.sort(values) if worst == "lowest" else np.sort(values)[::-1]
+    return values.mean(), values.std(), ordered[:k].mean()
+
+
+def test_client_stats_final_and_best_round(client_tables):
+    per_seed = client_seed_stats(*client_tables).set_index(["run", "metric", "seed", "at"])
+    assert ("pfl", "test_acc_personal", 2, "final") not in per_seed.index  # the diverged seed is left out
+    final = per_seed.loc[("pfl", "test_acc_personal", 0, "final")]
+    assert final["round"] == 2 and final["n_clients"] == 10 and final["worst_k"] == 1
+    expected = spread(ACC[2], "lowest", 1)
+    assert (final["client_mean"], final["client_std"], final["worst10"]) == tuple(
+        map(pytest.approx, expected)
+    )
+    # best: the round where the pooled value is best (round 1), although the client mean peaks at round 2
+    best = per_seed.loc[("pfl", "test_acc_personal", 0, "best")]
+    assert best["round"] == 1
+    expected = spread(ACC[1], "lowest", 1)
+    assert (best["client_mean"], best["client_std"], best["worst10"]) == tuple(map(pytest.approx, expected))
+    # a loss: worst = highest; pooled best (min) at round 1
+    loss = per_seed.loc[("pfl", "test_loss_personal", 0, "best")]
+    assert loss["round"] == 1 and loss["worst10"] == pytest.approx(LOSS[1].max())
+    # recorded per client only: the best round by the client mean (min for a norm)
+    norm = per_seed.loc[("pfl", "grad_norm", 0, "best")]
+    assert norm["round"] == 1 and norm["client_mean"] == pytest.approx(NORM[1].mean())
+    # 11 clients: the worst decile is ceil(1.1) = 2 clients
+    eleven = per_seed.loc[("eleven", "test_acc_personal", 0, "final")]
+    assert eleven["worst_k"] == 2 and eleven["worst10"] == pytest.approx(spread(ELEVEN[2], "lowest", 2)[2])
+
+
+def test_client_summary_over_seeds(client_tables):
+    table = client_summary(*client_tables)
+    acc = table[(table["run"] == "pfl") & (table["metric"] == "test_acc_personal")].iloc[0]
+    assert (acc["n_seeds"], acc["n_diverged"], acc["n_clients"], acc["worst_k"], acc["final_round"]) == (
+        3,
+        1,
+        10,
+        1,
+        2,
+    )
+    assert acc["direction"] == "max"
+    seeds = [spread(ACC[2], "lowest", 1), spread(ACC[2] + 0.05, "lowest", 1)]
+    for i, stat in enumerate(("client_mean", "client_std", "worst10")):
+        values = [s[i] for s in seeds]
+        assert acc[f"final_{stat}"] == pytest.approx(np.mean(values))
+        assert acc[f"final_{stat}_std"] == pytest.approx(np.std(values, ddof=1), abs=1e-12)
+    assert acc["best_worst10"] == pytest.approx(ACC[1].min() + 0.025)
+    single = table[table["run"] == "eleven"].iloc[0]
+    assert np.isnan(single["final_client_mean_std"])  # one seed: no std over seeds
+    assert list(table["run"].drop_duplicates()) == ["pfl", "eleven"]
+
+
+def test_clients_markdown(client_tables):
+    md = clients_markdown(client_summary(*client_tables))
+    headings = [line for line in md.splitlines() if line.startswith("### ")]
+    assert headings == [  # personalized metrics first
+        "### test_acc_personal (worst = lowest, in %)",
+        "### test_loss_personal (worst = highest)",
+        "### grad_norm (worst = highest)",
+    ]
+    section = md.split("### test_acc_personal", 1)[1].split("###", 1)[0]
+    assert "final worst 10 %" in section and "10 (worst 1)" in section and "pfl †" in section
+    worst = [ACC[2].min(), ACC[2].min() + 0.05]
+    assert f"{100 * np.mean(worst):.2f} ± {100 * np.std(worst, ddof=1):.2f}" in section
+    assert "worst 10 % (the mean of the worst ceil(0.1 × clients) clients" in md
+    assert "No run" in clients_markdown(client_summary(*client_tables).iloc[:0])
+
+
+def test_load_clients_needs_its_columns(tmp_path):
+    path = tmp_path / "metrics_clients.csv"
+    path.write_text("round,metric,value\n0,acc,0.5\n")
+    with pytest.raises(ValueError, match="lacks column\\(s\\) client"):
+        load_clients([{"run": "r", "seed": 0, "clients": path}])
+    path.write_text("round,client,metric,value\n")  # a run without per-client metrics
+    assert load_clients([{"run": "r", "seed": 0, "clients": path}]).empty

@@ -2,10 +2,12 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
-from hetfl.claims import check_claims, claims_markdown, normalize_claims
+from hetfl.claims import check_claims, claims_markdown, normalize_claims, paired_interval
 from hetfl.errors import ConfigError
 
 NAN = float("nan")
@@ -21,6 +23,14 @@ DATA = {
         1: ("ok", {"acc": [0.6, 0.8, 0.8]}),
         2: ("ok", {"acc": [0.6, 0.7, 0.7]}),
     },
+    # fedavg plus a small, consistent gain: paired differences 0.01, 0.012, 0.011 (seed std of each run 0.1)
+    "steady": {
+        0: ("ok", {"acc": [0.5, 0.8, 0.71]}),
+        1: ("ok", {"acc": [0.5, 0.7, 0.612]}),
+        2: ("ok", {"acc": [0.5, 0.9, 0.811]}),
+    },
+    "two_a": {0: ("ok", {"acc": [0.5, 0.6]}), 1: ("ok", {"acc": [0.5, 0.7]})},
+    "two_b": {0: ("ok", {"acc": [0.5, 0.5]}), 1: ("ok", {"acc": [0.5, 0.55]})},
     "lam=1.5": {0: ("ok", {"loss": [1.0, 0.3]})},
     "lam=3": {0: ("ok", {"loss": [1.0, 0.2]})},
     "lam=6": {0: ("ok", {"loss": [1.0, 0.1]})},
@@ -223,8 +233,91 @@ def test_bad_entries():
         normalize_claims([{"text": "no check"}], RUNS, METRICS, "k")
 
 
+def t_interval(diffs):
+    """The 95 % Student t interval of a mean, from its textbook formula."""
+    diffs = np.asarray(diffs, float)
+    half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs))
+    return diffs.mean() - half, diffs.mean() + half
+
+
+def test_paired_difference_within_noise(tables):
+    # pfedme - fedavg per seed: 0.05, 0.2, -0.1: holds on the means (0.75 > 0.7), but the interval spans 0
+    row = one(tables, "pfedme.acc > fedavg.acc")
+    assert row["holds"] == "yes" and row["status"] == "holds within noise"
+    low, high = t_interval([0.05, 0.2, -0.1])
+    assert row["diff_mean"] == pytest.approx(0.05) and row["n_paired"] == 3
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert row["diff_ci_low"] < 0 < row["diff_ci_high"]
+    assert f"[{low:+.4g}, {high:+.4g}] (n=3)" in row["intervals"]
+
+
+def test_paired_difference_outside_noise(tables):
+    # steady - fedavg per seed: 0.01, 0.012, 0.011. Each run's values spread over 0.2 across seeds, so
+    # unpaired intervals of the two means would overlap; paired by seed the gain is clear
+    row = one(tables, "steady.acc > fedavg.acc")
+    low, high = t_interval([0.01, 0.012, 0.011])
+    assert row["status"] == "holds" and row["diff_mean"] == pytest.approx(0.011)
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert 0 < low
+    # '<' is oriented too: the difference is rhs - lhs, positive on the claimed side
+    flipped = one(tables, "fedavg.acc < steady.acc")
+    assert flipped["status"] == "holds" and flipped["diff_mean"] == pytest.approx(0.011)
+    wrong = one(tables, "steady.acc < fedavg.acc")
+    assert wrong["status"] == "does not hold" and wrong["diff_ci_high"] == pytest.approx(-low)
+
+
+def test_one_sample_against_a_constant(tables):
+    # fedavg's final values 0.7, 0.6, 0.8 against 0.65: the one-sample interval of (x - 0.65)
+    row = one(tables, "fedavg.acc > 0.65")
+    low, high = t_interval([0.05, -0.05, 0.15])
+    assert row["status"] == "holds within noise"
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert one(tables, "fedavg.acc > 0.4")["status"] == "holds"
+
+
+def test_seed_ranges_are_constants_without_an_interval(tables):
+    row = one(tables, "seedmin(fedavg.acc) <= 0.65 <= seedmax(fedavg.acc)")
+    assert row["status"] == "holds"
+    assert math.isnan(row["diff_ci_low"]) and "constant across seeds" in row["intervals"]
+    assert one(tables, "seedmin(fedavg.acc) > 0.65")["status"] == "does not hold"
+
+
+def test_fewer_than_three_seeds_say_so(tables):
+    two = one(tables, "two_a.acc > two_b.acc")  # differences 0.1, 0.15: no interval on 2 seeds
+    assert two["holds"] == "yes" and two["status"] == "holds (2 seeds: no interval)"
+    assert two["n_paired"] == 2 and math.isnan(two["diff_ci_low"]) and "no interval" in two["intervals"]
+    assert one(tables, "two_a.acc < two_b.acc")["status"] == "does not hold (2 seeds: no interval)"
+    single = one(tables, "loss[lam=6] < loss[lam=3] < loss[lam=1.5]")
+    assert single["status"] == "holds (1 seed: no interval)"
+
+
+def test_chains_and_conjunctions_need_every_interval(tables):
+    both = one(tables, "steady.acc > fedavg.acc and steady.acc > 0.4")
+    assert both["status"] == "holds"
+    mixed = one(tables, "steady.acc > fedavg.acc and pfedme.acc > fedavg.acc")
+    assert mixed["holds"] == "yes" and mixed["status"] == "holds within noise"
+    assert mixed["diff_ci_low"] < 0  # the reported interval is the pair closest to failing
+    assert len(mixed["intervals"].split("; ")) == 2
+    chain = one(tables, "fedavg.acc < steady.acc < 0.99")
+    assert chain["status"] == "holds" and chain["comparisons"] == "0.7 < 0.711; 0.711 < 0.99"
+    row = one(tables, "dead.acc > fedavg.acc")
+    assert row["status"] == "undetermined"
+
+
+def test_paired_interval_pairs_by_seed_and_skips_missing():
+    lhs, rhs = np.array([1.0, 2.0, np.nan, 4.0, 5.0]), np.array([0.5, 1.4, 3.0, 3.6, np.nan])
+    out = paired_interval(">", lhs, rhs)
+    assert out["n"] == 3 and out["mean"] == pytest.approx(0.5)  # seeds 0, 1, 3: 0.5, 0.6, 0.4
+    assert (out["low"], out["high"]) == tuple(pytest.approx(x) for x in t_interval([0.5, 0.6, 0.4]))
+    assert out["kind"] == "clear"
+    same = paired_interval(">=", np.array([1.0, 1.0, 1.0]), 1.0)
+    assert same["kind"] == "clear" and same["low"] == same["high"] == 0  # no spread: a point interval
+    assert paired_interval(">", np.array([1.0, 1.0, 1.0]), 1.0)["kind"] == "noise"
+
+
 def test_markdown(tables):
     md = claims_markdown(check(tables, {"id": "C1", "text": "PM | GM", "check": "pfedme.acc > fedavg.acc"}))
     assert md.startswith("| id")
     assert "PM \\| GM" in md and "| yes " in md and "2/3" in md
+    assert "| holds within noise " in md and "paired difference [95 % CI]" in md.splitlines()[0]
     assert "- C1: acc[pfedme]@final = 0.75" in md

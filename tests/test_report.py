@@ -121,10 +121,17 @@ def test_the_summary_table_and_the_claims_are_shown_inline(report):
     page = embedded(summary).decode()
     for run in STUDY["runs"]:
         assert f"<td>{run}" in page
-    assert "test_acc_personal (paper)" in page and "pfedme_big_lambda †" in page and "diverged" in page
+    assert "test_acc_personal paper (%)" in page and "pfedme_big_lambda †" in page and "diverged" in page
+    assert "<td>90.00</td>" in page  # the paper's 0.9, in % as ours
+    assert "best = best test value over rounds" in page
+    assert (
+        "<h2>Per-client distribution</h2>" in page
+        and "<h3>test_acc_personal (worst = lowest, in %)</h3>" in page
+    )
     page = embedded(claims).decode()
     assert "pFedMe beats FedAvg" in page and "C1" in page
     assert re.search(r"<td class='(yes|no|undetermined)'>", page)
+    assert re.search(r"<td class='(yes|noise|no|undetermined)'>(holds|does not hold|undetermined)", page)
     assert "Claims of study <code>pfedme_tiny</code>" in claims["caption"]
 
 
@@ -162,19 +169,78 @@ def test_pages_escape_and_mark_what_they_show():
             "final_mean": [0.5, float("nan")],
             "final_std": [0.1, float("nan")],
             "best_mean": [0.6, float("nan")],
+            "best_std": [0.05, float("nan")],
         }
     )
     page = summary_page(summary, about, paper={"a": {"test_acc_global": 0.7}})
     assert page.startswith("<!DOCTYPE html>") and "A &amp; B" in page and "x &lt; y" in page
-    assert "<td>0.5 ± 0.1 (0.6)</td>" in page and "<td>b †</td>" in page and "<td>diverged</td>" in page
-    assert "test_acc_global (paper)" in page and "<td>0.7</td>" in page
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert cells[:6] == ["a", "fedavg", "2", "50.00 ± 10.00", "60.00 ± 5.00", "70.00"]  # final, best, paper
+    assert "<td>b †</td>" in page and "<td>diverged</td>" in page
+    assert "<th>test_acc_global paper (%)</th>" in page and "Per-client" not in page
+    clients = pd.DataFrame(
+        [
+            {
+                "study": "s",
+                "run": "a",
+                "metric": "test_acc_personal",
+                "n_seeds": 2,
+                "n_diverged": 0,
+                "n_clients": 20,
+                "worst_k": 2,
+                **{
+                    f"{at}_{stat}": 0.5
+                    for at in ("final", "best")
+                    for stat in ("client_mean", "client_std", "worst10")
+                },
+                **{
+                    f"{at}_{stat}_std": 0.01
+                    for at in ("final", "best")
+                    for stat in ("client_mean", "client_std", "worst10")
+                },
+            }
+        ]
+    )
+    page = summary_page(summary, about, clients=clients)
+    assert "<h3>test_acc_personal (worst = lowest, in %)</h3>" in page and "<td>20 (worst 2)</td>" in page
+    assert "<td>50.00 ± 1.00</td>" in page
     claims = pd.DataFrame(
         [
-            {"id": "C1", "text": "a <b>", "check": "a.m > b.m", "at": "final", "holds": "yes"},
-            {"id": "C2", "text": "t", "check": "a.m < b.m", "at": "best", "holds": "undetermined"},
+            {
+                "id": "C1",
+                "text": "a <b>",
+                "check": "a.m > b.m",
+                "at": "final",
+                "holds": "yes",
+                "status": "holds",
+            },
+            {
+                "id": "C2",
+                "text": "t",
+                "check": "a.m < b.m",
+                "at": "best",
+                "holds": "yes",
+                "status": "holds within noise",
+            },
+            {
+                "id": "C3",
+                "text": "t",
+                "check": "a.m < 1",
+                "at": "best",
+                "holds": "undetermined",
+                "status": "undetermined",
+            },
         ]
-    ).assign(seeds_holding="1/2", comparisons="0.5 > 0.4", operands="m[a] = 0.5")
+    ).assign(
+        seeds_holding="1/2",
+        comparisons="0.5 > 0.4",
+        intervals="+0.1 [-0.2, +0.4] (n=3)",
+        operands="m[a] = 0.5",
+    )
     page = claims_page(claims, about)
-    assert "1 of 2 claims hold" in page and "a &lt;b&gt;" in page and "<code>a.m &gt; b.m</code>" in page
-    assert "<td class='yes'>yes</td>" in page and "<td class='undetermined'>undetermined</td>" in page
+    assert "2 of 3 claims hold" in page and "1 of them with every 95 % interval" in page
+    assert "a &lt;b&gt;" in page and "<code>a.m &gt; b.m</code>" in page
+    assert "<td class='yes'>yes</td><td class='yes'>holds</td>" in page
+    assert "<td class='noise'>holds within noise</td>" in page and "+0.1 [-0.2, +0.4] (n=3)" in page
+    assert "<td class='undetermined'>undetermined</td>" in page
     assert "declares no claims" in claims_page(claims.iloc[:0], about)

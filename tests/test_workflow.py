@@ -88,6 +88,8 @@ def test_one_command_produces_every_output(repo):
         "metrics.csv",
         "summary.csv",
         "summary.md",
+        "clients.csv",
+        "clients.md",
         "claims.csv",
         "claims.md",
         "summary.html",

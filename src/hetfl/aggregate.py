@@ -1,9 +1,11 @@
 """Aggregate the per-seed training records of a study: the tidy long table, per-seed statistics,
-the across-seed summary and its Markdown table.
+the across-seed summary and its Markdown table, and the distribution of each metric over clients.
 
 Inputs are what every training job writes (``runs/{study}/{run}/seed={s}/``): ``metrics.csv`` with
-columns ``round, metric, value`` (tidy long, one row per measurement) and ``run.json`` (study, run,
-algorithm, seed, status ``ok|diverged``, diverged_round, wall_time_s).
+columns ``round, metric, value`` (tidy long, one row per measurement), ``metrics_clients.csv``
+(``round, client, metric, value``: every per-client metric the run records, e.g. the ``*_personal``
+and ``*_global`` accuracies and losses) and ``run.json`` (study, run, algorithm, seed, status
+``ok|diverged``, diverged_round, wall_time_s).
 
 **Diverged seeds.** One rule everywhere (summary, claims, figure legends): a seed whose ``run.json``
 says ``diverged`` contributes no value to any statistic; statistics are computed over the seeds
@@ -17,6 +19,15 @@ Reporting conventions (pFedMe's, docs/papers/pfedme.md §2.7):
   mean over seeds: the pFedMe paper's table metric. The paper's ``±`` is ``np.std`` with ddof=0;
   ours is ddof=1 (``std_paper = std * sqrt((n - 1) / n)``).
 - ``last10``: the mean of each seed's last 10 evaluated rounds.
+
+Tables (:func:`summary_markdown`, :func:`clients_markdown`) show accuracies in % with two decimals and
+other metrics with 4 significant digits (:func:`format_number`); the CSV files keep full precision in
+the metrics' own units.
+
+Per-client distribution (:func:`client_seed_stats`, :func:`client_summary`): per run, seed and
+metric, over clients at the final round and at the round ``best`` selects: the unweighted mean, the
+std across clients (ddof=0) and the worst 10 % (the mean of the ``ceil(0.1 * n_clients)`` worst
+clients by :func:`metric_direction`), then mean and std of each over seeds.
 """
 
 from __future__ import annotations
@@ -202,19 +213,29 @@ SUMMARY_COLUMNS = [
     "best_std",
     "last10_mean",
     "last10_std",
+    "best_ci95",
+    "paper",
 ]
 
 
-def summarize(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+def summarize(
+    long: pd.DataFrame, status: pd.DataFrame, paper: dict[str, dict[str, float]] | None = None
+) -> pd.DataFrame:
     """Across-seed statistics, one row per (study, run, metric).
 
-    Columns: study, run, algorithm, metric, direction (``min``/``max``), n_seeds (seeds of the run
-    in ``status``), n_diverged, final_round (last evaluated round over the finished seeds),
-    final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std. Values are in the
-    metric's own units (accuracies as fractions).
+    Args:
+        long, status: as returned by :func:`load_runs`.
+        paper: optional ``{run: {metric: value}}``, the paper's reported numbers (the study's ``paper``).
+
+    Returns:
+        Columns study, run, algorithm, metric, direction (``min``/``max``), n_seeds (seeds of the run
+        in ``status``), n_diverged, final_round (last evaluated round over the finished seeds),
+        final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std, best_ci95 and
+        paper (the paper's number for this run and metric, else ``nan``). Values are in the metric's
+        own units (accuracies as fractions), at full precision.
 
     Statistics are over the seeds that finished (a diverged seed is left out; see the module
-    docstring); std uses ddof=1 and is ``nan`` with fewer than two seeds, as is ci95 (the
+    docstring); std uses ddof=1 and is ``nan`` with fewer than two seeds, as are the ci95 (the
     half-width ``t_{0.975, n-1} * std / sqrt(n)``). ``best`` follows the pFedMe paper (max over
     rounds per seed, then mean over seeds) except for the std's ddof.
     """
@@ -235,6 +256,10 @@ def summarize(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     out = out.merge(seeds.reset_index(), on=["study", "run"])
     out["direction"] = out["metric"].map(metric_direction)
     out["final_round"] = out["final_round"].astype("Int64")
+    paper = paper or {}
+    out["paper"] = [
+        float(paper.get(r, {}).get(m, np.nan)) for r, m in zip(out["run"], out["metric"], strict=True)
+    ]
     run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
     return _sort(out[SUMMARY_COLUMNS], ["study", "run", "metric"], run_order)
 
@@ -245,24 +270,91 @@ def write_csv(frame: pd.DataFrame, path: str | Path, float_format: str = "%.6g")
     frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
 
 
-def _num(x: float) -> str:
-    return "–" if pd.isna(x) else f"{x:.4g}"
+def is_accuracy(metric: str) -> bool:
+    """Whether ``metric`` is an accuracy (a name part ``acc``, e.g. ``test_acc_personal``): a fraction in
+    the records, shown in % in the tables."""
+    return "acc" in metric.split("_")
 
 
-def _cell(row: pd.Series) -> str:
-    """``final mean ± std (best)``; ``diverged`` when no seed finished."""
-    if row["n_diverged"] == row["n_seeds"]:
-        return "diverged"
-    text = _num(row["final_mean"])
-    if pd.notna(row["final_std"]):
-        text += f" ± {_num(row['final_std'])}"
-    return f"{text} ({_num(row['best_mean'])})"
+def _significant(x: float, digits: int) -> str:
+    """``x`` with ``digits`` significant digits (trailing zeros kept, none after a whole number);
+    scientific below 1e-3 and from 1e5 in magnitude."""
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3 or abs(x) >= 1e5:
+        return f"{x:.{digits - 1}e}"
+    if x == round(x):
+        return f"{x:.0f}"  # a count or a whole number: 20, not 20.00
+    return f"{x:#.{digits}g}".rstrip(".")  # trailing zeros kept: 0.050 has two significant digits
+
+
+def format_number(x: float, metric: str, std: bool = False) -> str:
+    """One number of ``metric`` as the tables show it.
+
+    Accuracies (:func:`is_accuracy`, fractions in the records) in % with two decimals (``0.8988`` ->
+    ``89.88``); other metrics with 4 significant digits (a std: 2; trailing zeros kept, ``0.050``), a
+    whole number without decimals (``200``), scientific below 1e-3 and from 1e5 in magnitude
+    (``1.234e-05``). ``nan`` (or ``None``) is ``–``.
+
+    Args:
+        x: the value, in the metric's own units.
+        metric: the metric's name (decides the units).
+        std: ``x`` is a standard deviation (fewer significant digits for a non-accuracy).
+    """
+    if x is None or pd.isna(x):
+        return "–"
+    if is_accuracy(metric):
+        return f"{100 * x:.2f}"
+    return _significant(float(x), 2 if std else 4)
+
+
+def format_stat(mean: float, std: float, metric: str) -> str:
+    """``mean ± std`` as :func:`format_number` writes them; the mean alone when ``std`` is ``nan`` (one
+    seed); ``–`` when ``mean`` is ``nan``."""
+    if pd.isna(mean):
+        return "–"
+    text = format_number(mean, metric)
+    return text if pd.isna(std) else f"{text} ± {format_number(std, metric, std=True)}"
+
+
+def _paper_cell(x: float | None, metric: str) -> str:
+    """A paper's number in the units of ours: an accuracy in % (:func:`format_number`), another metric
+    with the digits the paper gave (``-0.41``, not ``-0.4100``)."""
+    if x is None or pd.isna(x) or is_accuracy(metric):
+        return format_number(x, metric)
+    return f"{x:.6g}"
+
+
+def _header(metric: str, part: str) -> str:
+    return f"{metric} {part}" + (" (%)" if is_accuracy(metric) else "")
+
+
+SUMMARY_LEGEND = (
+    "final = value at the last round; best = best test value over rounds (the papers' protocol: it "
+    "selects the round on the test set), each seed's best (max accuracy, min loss; for a training metric "
+    "its best training value), then over seeds. Cells: mean ± std over seeds (std ddof=1; no ± with one "
+    "seed).",
+    "Accuracies (%) with two decimals; other metrics with 4 significant digits (std 2), scientific below "
+    "1e-3 and from 1e5. paper = the number the paper reports (the study's `paper:`), in the same units "
+    "(other metrics with the paper's own digits).",
+)
+"""The legend under the summary table (one entry a line); a note on diverged seeds follows when needed."""
 
 
 def summary_table(
     summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
-) -> tuple[pd.DataFrame, str]:
-    """The table of :func:`summary_markdown` as a DataFrame of strings, and its note (one line).
+) -> tuple[pd.DataFrame, list[str]]:
+    """The table of :func:`summary_markdown` as a DataFrame of strings, and its legend lines.
+
+    Args:
+        summary: as returned by :func:`summarize`.
+        metrics, paper: as for :func:`summary_markdown`.
+
+    Returns:
+        ``(table, legend)``: columns run (and study when the summary has several), algorithm, seeds,
+        then per metric ``<metric> final``, ``<metric> best`` and, where ``paper`` gives the metric,
+        ``<metric> paper`` (accuracy headers end with `` (%)``); ``legend`` is :data:`SUMMARY_LEGEND`
+        plus a line on diverged seeds when a run has some.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -285,35 +377,293 @@ def summary_table(
     ]
     cells = summary.set_index(rows_key + ["metric"])
     for metric in metrics:
-        table[metric] = [
-            _cell(cells.loc[(s, r, metric)]) if (s, r, metric) in cells.index else ""
-            for s, r in zip(runs["study"], runs["run"], strict=True)
-        ]
+        for part in ("final", "best"):
+            column = []
+            for s, r in zip(runs["study"], runs["run"], strict=True):
+                if (s, r, metric) not in cells.index:
+                    column.append("")
+                    continue
+                row = cells.loc[(s, r, metric)]
+                dead = row["n_diverged"] == row["n_seeds"]
+                mean, std = row.get(f"{part}_mean"), row.get(f"{part}_std")
+                column.append("diverged" if dead else format_stat(mean, std, metric))
+            table[_header(metric, part)] = column
         if any(metric in values for values in paper.values()):
-            table[f"{metric} (paper)"] = [_num(paper.get(r, {}).get(metric)) for r in runs["run"]]
-    notes = "Cells: final mean ± std over seeds (std ddof=1), best over rounds in parentheses."
+            table[_header(metric, "paper")] = [
+                _paper_cell(paper.get(r, {}).get(metric), metric) for r in runs["run"]
+            ]
+    legend = list(SUMMARY_LEGEND)
     if runs["n_diverged"].any():
-        notes += " † some seeds diverged; statistics are over the seeds that finished."
-    return table, notes
+        legend.append("† some seeds diverged; statistics are over the seeds that finished.")
+    return table, legend
 
 
 def summary_markdown(
     summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
 ) -> str:
-    """A Markdown table of a summary: runs as rows, ``metrics`` as columns.
+    """A Markdown table of a summary: runs as rows, a final and a best column per metric, then its legend.
 
-    Cells read ``final mean ± std (best)`` over seeds; a run with diverged seeds is marked ``†``
-    with ``k/n diverged`` in its seeds column. ``paper`` ({run: {metric: value}}, the paper's
-    reported numbers, in whatever units the paper used) adds a ``metric (paper)`` column beside
-    each metric it mentions.
+    Cells read ``mean ± std`` over seeds at the precision of :func:`format_number` (accuracies in %);
+    a run with diverged seeds is marked ``†`` with ``k/n diverged`` in its seeds column, and ``diverged``
+    where every seed did. ``paper`` ({run: {metric: value}}, the paper's reported numbers in the
+    metric's own units, accuracies as fractions) adds a ``<metric> paper`` column beside each metric it
+    mentions, shown in the same units as ours (:func:`_paper_cell`). The legend (one ``- `` line each) says which protocol
+    each column follows (:data:`SUMMARY_LEGEND`).
 
     Args:
         summary: as returned by :func:`summarize`.
-        metrics: the columns, in order (default: every metric of the summary, sorted).
+        metrics: the metrics, in order (default: every metric of the summary, sorted).
         paper: optional reference numbers.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, notes = summary_table(summary, metrics, paper)
-    return table.to_markdown(index=False) + "\n\n" + notes + "\n"
+    table, legend = summary_table(summary, metrics, paper)
+    return (
+        table.to_markdown(index=False, disable_numparse=True)
+        + "\n\n"
+        + "".join(f"- {line}\n" for line in legend)
+    )
+
+
+# --- Per-client distribution -----------------------------------------------------------------------
+
+CLIENT_LONG_COLUMNS = ["run", "seed", "round", "client", "metric", "value"]
+WORST_FRACTION = 0.1
+"""The worst decile: the ``ceil(WORST_FRACTION * n_clients)`` worst clients (at least one)."""
+CLIENT_STATS = ("client_mean", "client_std", "worst10")
+"""Per-seed statistics over clients: the unweighted mean, the std (ddof=0) and the worst-decile mean."""
+CLIENT_AT = ("final", "best")
+
+
+def load_clients(entries: Iterable[dict]) -> pd.DataFrame:
+    """Read the per-client records (``metrics_clients.csv``) of a set of (run, seed) training jobs.
+
+    Args:
+        entries: dicts with keys ``run`` (label), ``seed`` (int) and ``clients`` (path to a
+            metrics_clients.csv with columns round, client, metric, value; header only when the run
+            records no per-client metric).
+
+    Returns:
+        Columns run, seed, round, client, metric, value (raw values, ``nan``/``inf`` kept), in the
+        order of ``entries``, then metric, round, client.
+
+    Raises:
+        ValueError: a metrics_clients.csv lacks a column.
+    """
+    frames = []
+    for entry in entries:
+        frame = pd.read_csv(entry["clients"], dtype={"metric": str})
+        missing = {"round", "client", "metric", "value"} - set(frame.columns)
+        if missing:
+            raise ValueError(
+                f"{entry['clients']}: metrics_clients.csv lacks column(s) {', '.join(sorted(missing))}"
+            )
+        frame = frame.sort_values(["metric", "round", "client"], kind="mergesort")
+        frames.append(frame.assign(run=str(entry["run"]), seed=int(entry["seed"]))[CLIENT_LONG_COLUMNS])
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CLIENT_LONG_COLUMNS)
+    return out.astype({"seed": "int64", "round": "int64", "client": "int64", "value": "float64"})
+
+
+def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """The distribution over clients of each metric, per (run, metric, seed), at two rounds.
+
+    Rounds (``at``): ``final``, the seed's last round with per-client values; ``best``, the round the
+    summary's ``best`` selects: among the rounds with per-client values, the one where the seed's pooled
+    value of the metric (``long``, metrics.csv) is best by :func:`metric_direction`, or, for a metric
+    recorded only per client, where the unweighted mean over clients is best (ties: the earliest round).
+    Over the clients with a finite value at that round: ``client_mean`` (unweighted: every client
+    counts the same, unlike the pooled metric, which weighs clients by samples), ``client_std`` (ddof=0:
+    the clients are the whole federation, not a sample) and ``worst10``, the mean of the worst
+    ``k = ceil(0.1 * n_clients)`` clients (lowest values of a higher-better metric such as an accuracy,
+    highest of a lower-better one such as a loss). Diverged seeds are left out; ``±inf`` is missing.
+
+    Args:
+        clients: as returned by :func:`load_clients`.
+        long, status: as returned by :func:`load_runs` (the same jobs).
+
+    Returns:
+        Columns study, run, metric, seed, at (``final``/``best``), round, n_clients, worst_k,
+        client_mean, client_std, worst10: one row per finished seed, metric and ``at``.
+    """
+    columns = ["study", "run", "metric", "seed", "at", "round", "n_clients", "worst_k", *CLIENT_STATS]
+    keys = ["study", "run", "metric", "seed"]
+    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
+    data = clients.merge(finished, on=["run", "seed"])
+    if data.empty:
+        return pd.DataFrame(columns=columns)
+    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
+    sign = data["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
+    data = data.assign(signed=data["value"] * sign)
+    # candidate rounds: those with per-client rows; the score that picks the best one
+    rounds = data.groupby(keys + ["round"], sort=True)["signed"].mean().rename("client_score").reset_index()
+    pooled = long[np.isfinite(long["value"])].assign(
+        pooled_score=lambda f: (
+            f["value"] * f["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
+        )
+    )
+    rounds = rounds.merge(pooled[keys + ["round", "pooled_score"]], on=keys + ["round"], how="left")
+    has_pooled = rounds.groupby(keys, sort=False)["pooled_score"].transform("count") > 0
+    rounds["score"] = rounds["pooled_score"].where(has_pooled, rounds["client_score"])
+    final = rounds.drop_duplicates(keys, keep="last").assign(at="final")
+    best = rounds.sort_values("score", ascending=False, na_position="last", kind="mergesort")
+    best = best.drop_duplicates(keys, keep="first").assign(at="best")
+    chosen = pd.concat([final, best], ignore_index=True)[keys + ["at", "round"]]
+    # the clients at the chosen rounds, worst first
+    at = chosen.merge(data.dropna(subset=["value"]), on=keys + ["round"])
+    at = at.sort_values([*keys, "at", "signed"], kind="mergesort")
+    groups = keys + ["at", "round"]
+    n = at.groupby(groups, sort=False)["value"].transform("size")
+    worst_k = np.ceil(WORST_FRACTION * n).astype("int64")
+    worst = at[at.groupby(groups, sort=False).cumcount() < worst_k]
+    grouped = at.groupby(groups, sort=False)["value"]
+    stats_ = pd.DataFrame(
+        {
+            "n_clients": grouped.size(),
+            "client_mean": grouped.mean(),
+            "client_std": grouped.std(ddof=0),
+            "worst10": worst.groupby(groups, sort=False)["value"].mean(),
+        }
+    ).reset_index()
+    stats_["worst_k"] = np.ceil(WORST_FRACTION * stats_["n_clients"]).astype("int64")
+    out = chosen.merge(stats_, on=groups, how="left")
+    out["n_clients"] = out["n_clients"].fillna(0).astype("int64")
+    out["worst_k"] = out["worst_k"].fillna(0).astype("int64")
+    order = {a: i for i, a in enumerate(CLIENT_AT)}
+    out = out.sort_values(
+        keys + ["at"], key=lambda c: c.map(order) if c.name == "at" else c, kind="mergesort"
+    )
+    return out[columns].reset_index(drop=True)
+
+
+CLIENTS_COLUMNS = [
+    "study",
+    "run",
+    "algorithm",
+    "metric",
+    "direction",
+    "n_seeds",
+    "n_diverged",
+    "n_clients",
+    "worst_k",
+    "final_round",
+    *[f"{at}_{stat}{suffix}" for at in CLIENT_AT for stat in CLIENT_STATS for suffix in ("", "_std")],
+]
+"""Columns of ``clients.csv`` (:func:`client_summary`)."""
+
+
+def client_summary(clients: pd.DataFrame, long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """The per-client distribution of every per-client metric, aggregated over seeds: ``clients.csv``.
+
+    Args:
+        clients: as returned by :func:`load_clients`.
+        long, status: as returned by :func:`load_runs` (the same jobs).
+
+    Returns:
+        One row per (study, run, metric) of ``clients`` (columns :data:`CLIENTS_COLUMNS`): algorithm,
+        direction, n_seeds and n_diverged (as in :func:`summarize`), n_clients (the most clients with a
+        value at the final round over the seeds), worst_k (``ceil(0.1 * n_clients)``), final_round (the
+        last such round over the seeds) and, for ``at`` in final/best and each statistic of
+        :func:`client_seed_stats` (client_mean, client_std, worst10), ``<at>_<stat>`` (mean over the
+        seeds that finished) and ``<at>_<stat>_std`` (std over them, ddof=1, ``nan`` with one seed).
+        Values in the metric's own units (accuracies as fractions).
+    """
+    per_seed = client_seed_stats(clients, long, status)
+    run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
+    if per_seed.empty:
+        return pd.DataFrame(columns=CLIENTS_COLUMNS)
+    grouped = per_seed.groupby(["study", "run", "metric", "at"], sort=False)[list(CLIENT_STATS)]
+    across = grouped.mean().join(grouped.std(ddof=1).add_suffix("_std")).unstack("at")
+    across.columns = [f"{at}_{stat}" for stat, at in across.columns]
+    final = per_seed[per_seed["at"] == "final"].groupby(_KEYS, sort=False)
+    sizes = pd.DataFrame({"n_clients": final["n_clients"].max(), "final_round": final["round"].max()})
+    seeds = status.groupby(["study", "run"], sort=False).agg(
+        algorithm=("algorithm", "first"),
+        n_seeds=("seed", "size"),
+        n_diverged=("status", lambda s: int((s == "diverged").sum())),
+    )
+    out = sizes.join(across).reset_index().merge(seeds.reset_index(), on=["study", "run"])
+    out["direction"] = out["metric"].map(metric_direction)
+    out["worst_k"] = np.ceil(WORST_FRACTION * out["n_clients"]).astype("int64")
+    out["final_round"] = out["final_round"].astype("Int64")
+    return _sort(out[CLIENTS_COLUMNS], ["study", "run", "metric"], run_order)
+
+
+CLIENTS_LEGEND = (
+    "Over the clients of each run and seed (metrics_clients.csv; every client counts the same, unlike the "
+    "pooled metrics of the summary, which weigh clients by samples): mean, std across clients (ddof=0) and "
+    "worst 10 % (the mean of the worst ceil(0.1 × clients) clients: lowest accuracy, highest loss); then "
+    "mean ± std of each over seeds (ddof=1).",
+    "final = at the last round; best = at the round the summary's best selects (the best pooled test "
+    "value over rounds, the papers' protocol: it selects the round on the test set).",
+    "Accuracies and their spreads in % (points); other metrics with 4 significant digits (std 2).",
+)
+"""The legend of ``clients.md`` (one entry a line)."""
+
+
+def client_metrics_order(metrics: Iterable[str]) -> list[str]:
+    """Per-client metrics in table order: personalized (``*_personal``) first, then the others, each sorted."""
+    metrics = sorted(set(metrics))
+    return [m for m in metrics if m.endswith("_personal")] + [
+        m for m in metrics if not m.endswith("_personal")
+    ]
+
+
+def client_tables(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The tables of :func:`clients_markdown`: one per metric, runs as rows, cells as strings.
+
+    Args:
+        table: as returned by :func:`client_summary`.
+
+    Returns:
+        ``[(heading, frame)]`` in :func:`client_metrics_order`: ``heading`` names the metric, its
+        direction (what "worst" means) and units; ``frame`` has columns run (and study when several),
+        seeds, clients (``n (worst k)``), then ``final mean``, ``final std across clients``, ``final
+        worst 10 %`` and the same three for ``best``, each ``mean ± std`` over seeds.
+    """
+    out = []
+    several = table["study"].nunique() > 1
+    for metric in client_metrics_order(table["metric"]):
+        rows = table[table["metric"] == metric]
+        worst = "lowest" if metric_direction(metric) == "max" else "highest"
+        unit = ", in %" if is_accuracy(metric) else ""
+        heading = f"{metric} (worst = {worst}{unit})"
+        frame = pd.DataFrame({"run": [f"{r.run} †" if r.n_diverged else r.run for r in rows.itertuples()]})
+        if several:
+            frame.insert(0, "study", rows["study"].to_numpy())
+        frame["seeds"] = [
+            f"{r.n_seeds} ({r.n_diverged} diverged)" if r.n_diverged else str(r.n_seeds)
+            for r in rows.itertuples()
+        ]
+        frame["clients"] = [f"{r.n_clients} (worst {r.worst_k})" for r in rows.itertuples()]
+        for at in CLIENT_AT:
+            for stat, label in zip(CLIENT_STATS, ("mean", "std across clients", "worst 10 %"), strict=True):
+                frame[f"{at} {label}"] = [
+                    "diverged"
+                    if r["n_diverged"] == r["n_seeds"]
+                    else format_stat(r[f"{at}_{stat}"], r[f"{at}_{stat}_std"], metric)
+                    for _, r in rows.iterrows()
+                ]
+        out.append((heading, frame))
+    return out
+
+
+def clients_markdown(table: pd.DataFrame) -> str:
+    """A Markdown section per metric of :func:`client_summary` (``clients.md``), then its legend.
+
+    Args:
+        table: as returned by :func:`client_summary`.
+
+    Returns:
+        ``### <metric> (worst = lowest|highest[, in %])`` and a table per metric (see
+        :func:`client_tables`), then the legend (:data:`CLIENTS_LEGEND`, one ``- `` line each); a
+        sentence saying so when no run records a per-client metric.
+    """
+    tables = client_tables(table)
+    if not tables:
+        return "No run of this study records a per-client metric.\n"
+    parts = [
+        f"### {heading}\n\n{frame.to_markdown(index=False, disable_numparse=True)}\n"
+        for heading, frame in tables
+    ]
+    return "\n".join(parts) + "\n" + "".join(f"- {line}\n" for line in CLIENTS_LEGEND)

@@ -31,7 +31,10 @@ parsed by :mod:`ast` and checked against a whitelist of node types; evaluation w
 
 A claim ``holds`` when its comparison holds on the seed means of its operands (statistics follow
 :mod:`hetfl.aggregate`: a diverged seed has no value and is left out of the mean). The same
-expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree.
+expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree, and
+each comparison's per-seed difference gives a paired 95 % interval over seeds (:func:`paired_interval`)
+from which a claim's statistical status follows (:func:`claim_status`: holds, holds within noise,
+does not hold, undetermined).
 """
 
 from __future__ import annotations
@@ -320,6 +323,120 @@ def _margin(pairs: list[tuple]) -> float:
     return float(min((lhs - rhs) if symbol.startswith(">") else (rhs - lhs) for symbol, lhs, rhs in pairs))
 
 
+def _term_indices(node: tuple) -> set[int]:
+    """The indices of the Terms an expression tree reads."""
+    kind = node[0]
+    if kind == "num":
+        return set()
+    if kind == "term":
+        return {node[1]}
+    if kind == "unary":
+        return _term_indices(node[2])
+    return _term_indices(node[2]) | _term_indices(node[3])
+
+
+def _side_pairs(tree: tuple) -> list[tuple[tuple, tuple]]:
+    """The (lhs, rhs) expression trees of every adjacent pair, in the order of :func:`_compare`'s pairs."""
+    if tree[0] == "and":
+        return [pair for part in tree[1] for pair in _side_pairs(part)]
+    sides = tree[2]
+    return list(zip(sides, sides[1:], strict=False))
+
+
+MIN_SEEDS_FOR_INTERVAL = 3
+"""Fewer paired seeds than this: no confidence interval (a t interval on 2 seeds is uninformative)."""
+
+
+def paired_interval(symbol: str, lhs: np.ndarray, rhs: np.ndarray, constant: bool = False) -> dict:
+    """The paired difference of one comparison over seeds, and its 95 % confidence interval.
+
+    The difference is oriented so that it is positive on the claimed side: ``lhs - rhs`` for ``>`` and
+    ``>=``, ``rhs - lhs`` for ``<`` and ``<=``. Seed ``s`` of one side pairs with seed ``s`` of the
+    other (the same seed draws the same partition and participation); a side constant across seeds (a
+    number, ``seedmin``/``seedmax``) makes it the one-sample version. The interval is Student's t over
+    the seeds where both sides are finite (``scipy.stats.ttest_1samp(d).confidence_interval(0.95)``;
+    ``[mean, mean]`` when every difference is the same).
+
+    Args:
+        symbol: ``<``, ``<=``, ``>`` or ``>=``.
+        lhs, rhs: the two sides per seed, shape ``(n_seeds,)`` (broadcastable), ``nan`` where missing.
+        constant: neither side varies across seeds (only numbers and seed ranges): no interval.
+
+    Returns:
+        ``{"n", "mean", "low", "high", "kind"}``: n (seeds with both sides finite), mean of the
+        differences, the interval (``nan`` without one), and kind: ``exact`` (``constant``), ``missing``
+        (n = 0), ``few`` (n < :data:`MIN_SEEDS_FOR_INTERVAL`: no interval), ``clear`` (the interval lies
+        on the claimed side: low > 0, or >= 0 for ``<=``/``>=``) or ``noise`` (it does not).
+    """
+    from scipy import stats
+
+    lhs, rhs = np.broadcast_arrays(np.asarray(lhs, float), np.asarray(rhs, float))
+    diff = (lhs - rhs) if symbol.startswith(">") else (rhs - lhs)
+    diff = diff[np.isfinite(diff)]
+    n = int(diff.size)
+    out = {"n": n, "mean": float(diff.mean()) if n else np.nan, "low": np.nan, "high": np.nan}
+    if constant or n < MIN_SEEDS_FOR_INTERVAL:
+        return {**out, "kind": "exact" if constant and n else "missing" if not n else "few"}
+    if np.ptp(diff) == 0:
+        low = high = out["mean"]
+    else:
+        low, high = stats.ttest_1samp(diff, 0.0).confidence_interval(0.95)
+    clear = low > 0 if symbol in ("<", ">") else low >= 0
+    return {**out, "low": float(low), "high": float(high), "kind": "clear" if clear else "noise"}
+
+
+def claim_status(holds: str, intervals: list[dict]) -> str:
+    """The statistical status of a claim from its ``holds`` on the means and its comparisons' intervals.
+
+    Args:
+        holds: ``yes`` | ``no`` | ``undetermined`` (:func:`check_claims`, on the means).
+        intervals: :func:`paired_interval` of each comparison (every adjacent pair of every comparison
+            joined by ``and``).
+
+    Returns:
+        ``undetermined`` (an operand has no value); ``does not hold`` (fails on the means); ``holds
+        within noise`` (holds on the means, but some comparison's interval does not lie on the claimed
+        side); ``holds`` (holds on the means and every interval lies on the claimed side, or the
+        comparison is between constants across seeds). With fewer than 3 paired seeds in some
+        comparison, ``holds`` and ``does not hold`` end with ``(n seed(s): no interval)``.
+    """
+    if holds == "undetermined":
+        return "undetermined"
+    few = [i["n"] for i in intervals if i["kind"] == "few" or (i["kind"] == "exact" and i["n"] < 3)]
+    suffix = ""
+    if few:
+        n = min(few)
+        suffix = f" ({n} seed{'s' if n != 1 else ''}: no interval)"
+    if holds != "yes":
+        return "does not hold" + suffix
+    if any(i["kind"] == "noise" for i in intervals):
+        return "holds within noise"
+    return "holds" + suffix
+
+
+def _binding(intervals: list[dict]) -> dict:
+    """The comparison closest to failing: the smallest interval low, else the smallest mean difference."""
+    with_ci = [i for i in intervals if np.isfinite(i["low"])]
+    if with_ci:
+        return min(with_ci, key=lambda i: i["low"])
+    finite = [i for i in intervals if np.isfinite(i["mean"])]
+    return (
+        min(finite, key=lambda i: i["mean"])
+        if finite
+        else {"n": 0, "mean": np.nan, "low": np.nan, "high": np.nan}
+    )
+
+
+def _interval_text(interval: dict) -> str:
+    """``+0.012 [-0.004, +0.029] (n=3)``; without an interval, the reason."""
+    mean = f"{interval['mean']:+.4g}" if np.isfinite(interval["mean"]) else "nan"
+    kind = interval["kind"]
+    if kind in ("clear", "noise"):
+        return f"{mean} [{interval['low']:+.4g}, {interval['high']:+.4g}] (n={interval['n']})"
+    note = {"exact": "constant across seeds", "missing": "no seed", "few": "no interval"}[kind]
+    return f"{mean} (n={interval['n']}, {note})"
+
+
 def _describe(term: Term, values: pd.Series) -> str:
     finite = values[np.isfinite(values)]
     text = f"{term} = {finite.mean():.4g}" if len(finite) else f"{term} = nan"
@@ -329,7 +446,24 @@ def _describe(term: Term, values: pd.Series) -> str:
     return f"{text} (n={n})"
 
 
-CLAIMS_COLUMNS = ["id", "text", "check", "at", "holds", "seeds_holding", "margin", "comparisons", "operands"]
+CLAIMS_COLUMNS = [
+    "id",
+    "text",
+    "check",
+    "at",
+    "holds",
+    "status",
+    "seeds_holding",
+    "margin",
+    "n_paired",
+    "diff_mean",
+    "diff_ci_low",
+    "diff_ci_high",
+    "comparisons",
+    "intervals",
+    "operands",
+]
+"""Columns of ``claims.csv`` (:func:`check_claims`)."""
 
 
 def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
@@ -348,6 +482,14 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
         ``lhs - rhs`` for ``>``/``>=``, ``rhs - lhs`` for ``<``/``<=`` over the comparisons, on the
         means); comparisons (``lhs op rhs`` per pair, on the means); operands (each operand's mean
         ± std (ddof=1) over seeds with n).
+
+        The statistical columns (:func:`paired_interval` per pair, :func:`claim_status`): status
+        (``holds`` | ``holds within noise`` | ``does not hold`` | ``undetermined``, with ``(n seeds:
+        no interval)`` under 3 paired seeds); n_paired (the fewest seeds with both sides finite over
+        the pairs); diff_mean, diff_ci_low, diff_ci_high (the mean paired difference, oriented
+        positive on the claimed side, and its 95 % t interval, of the pair closest to failing: the
+        smallest interval low, else the smallest mean; ``nan`` bounds without an interval);
+        intervals (``mean [low, high] (n=k)`` per pair, in the order of comparisons).
 
     Raises:
         ConfigError: a check does not parse (key ``claims[i].check``).
@@ -374,7 +516,18 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
         ]
         means = [float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for v in per_seed]
         holds, undetermined, pairs = _compare(tree, means)
-        seed_holds, seed_undetermined, _ = _compare(tree, per_seed)
+        seed_holds, seed_undetermined, seed_pairs = _compare(tree, per_seed)
+        intervals = [
+            paired_interval(
+                symbol,
+                lhs,
+                rhs,
+                constant=not any(terms[j].seeds == "each" for j in _term_indices(a) | _term_indices(b)),
+            )
+            for (symbol, lhs, rhs), (a, b) in zip(seed_pairs, _side_pairs(tree), strict=True)
+        ]
+        binding = _binding(intervals)
+        verdict = "undetermined" if undetermined else ("yes" if holds else "no")
         count = f"{int(seed_holds.sum())}/{len(seeds)}"
         if seed_undetermined.any():
             count += f" ({int(seed_undetermined.sum())} undetermined)"
@@ -382,10 +535,16 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
             {
                 **{k: claim.get(k, "") for k in ("id", "text", "check")},
                 "at": claim.get("at", "final"),
-                "holds": "undetermined" if undetermined else ("yes" if holds else "no"),
+                "holds": verdict,
+                "status": claim_status(verdict, intervals),
                 "seeds_holding": count,
                 "margin": np.nan if undetermined else _margin(pairs),
+                "n_paired": min(i["n"] for i in intervals),
+                "diff_mean": binding["mean"],
+                "diff_ci_low": binding["low"],
+                "diff_ci_high": binding["high"],
                 "comparisons": "; ".join(f"{lhs:.4g} {symbol} {rhs:.4g}" for symbol, lhs, rhs in pairs),
+                "intervals": "; ".join(_interval_text(i) for i in intervals),
                 "operands": "; ".join(
                     _describe(t, pd.Series(v)) for t, v in zip(terms, per_seed, strict=True)
                 ),
@@ -394,9 +553,30 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
 
 
+CLAIMS_LEGEND = (
+    "holds: on the means over seeds (yes, no, undetermined when an operand has no value). status: "
+    "holds (on the means, and every comparison's 95 % interval lies on the claimed side), holds within "
+    "noise (on the means, but some interval reaches the other side), does not hold (fails on the means), "
+    "undetermined; '(n seeds: no interval)' when a comparison pairs fewer than 3 seeds.",
+    "paired difference: per comparison, the mean over seeds of the per-seed difference of its two sides "
+    "(seed s of one run against seed s of the other: same partition and participation), oriented positive "
+    "on the claimed side (a - b for a > b, b - a for a < b), with its 95 % Student t interval over seeds; "
+    "against a constant (a number, seedmin/seedmax) the one-sample interval.",
+)
+"""The legend under ``claims.md`` (one entry a line)."""
+
+
 def claims_markdown(df: pd.DataFrame) -> str:
-    """A Markdown table of checked claims (id, claim, check, holds, seeds, comparisons), followed by
-    each claim's operands with their mean ± std over seeds."""
+    """A Markdown table of checked claims, its legend, then each claim's operands.
+
+    Args:
+        df: as returned by :func:`check_claims`.
+
+    Returns:
+        A table with columns id, claim, check, holds, status, seeds (seeds_holding), means
+        (comparisons) and paired difference (intervals: ``mean [95 % CI] (n=k)`` per comparison), the
+        legend (:data:`CLAIMS_LEGEND`), then each claim's operands with their mean ± std over seeds.
+    """
 
     import pandas as pd
 
@@ -409,10 +589,14 @@ def claims_markdown(df: pd.DataFrame) -> str:
             "claim": df["text"].map(cell),
             "check": df["check"].map(lambda c: f"`{cell(c)}`"),
             "holds": df["holds"],
+            "status": df["status"],
             "seeds": df["seeds_holding"],
             "means": df["comparisons"],
+            "paired difference [95 % CI]": df["intervals"],
         }
     )
-    lines = [table.to_markdown(index=False), "", "Operands (mean ± std over seeds):", ""]
+    lines = [table.to_markdown(index=False), ""]
+    lines += [f"- {line}" for line in CLAIMS_LEGEND]
+    lines += ["", "Operands (mean ± std over seeds):", ""]
     lines += [f"- {row.id}: {cell(row.operands)}" for row in df.itertuples()]
     return "\n".join(lines) + "\n"

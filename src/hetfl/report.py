@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from hetfl.aggregate import summary_table
+from hetfl.aggregate import CLIENTS_LEGEND, client_tables, summary_table
+from hetfl.claims import CLAIMS_LEGEND
 
 PAPERS = {
     "pfedme": "Dinh, Tran, Nguyen: Personalized Federated Learning with Moreau Envelopes (NeurIPS 2020)",
@@ -47,7 +48,8 @@ h1 { font-size: 1.3em; } p.about { max-width: 60em; color: #444; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } td.yes { background: #dff0d8; } td.no { background: #f2dede; }
-td.undetermined { background: #fcf8e3; } code { font-size: 0.95em; }
+td.undetermined { background: #fcf8e3; } td.noise { background: #fdebd0; } code { font-size: 0.95em; }
+h2 { font-size: 1.15em; } h3 { font-size: 1em; }
 """
 
 
@@ -126,26 +128,55 @@ def summary_page(
     about: dict[str, Any],
     metrics: list[str] | None = None,
     paper: dict[str, dict[str, float]] | None = None,
+    clients: pd.DataFrame | None = None,
 ) -> str:
-    """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``).
+    """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``, its
+    legend) and, when ``clients`` is given, the per-client distribution (the tables of ``clients.md``).
 
     Args:
         summary: as returned by ``hetfl.aggregate.summarize`` (one study).
         about: :func:`study_about` of the study.
         metrics, paper: as for ``hetfl.aggregate.summary_markdown``.
+        clients: as returned by ``hetfl.aggregate.client_summary`` (``clients.csv``), or None.
+
+    Raises:
+        ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, notes = summary_table(summary, metrics, paper)
+    table, legend = summary_table(summary, metrics, paper)
     body = [
         _header(f"Summary: {about['study']}", about),
         table.to_html(index=False, escape=True, border=0, na_rep=""),
-        f"<p>{html.escape(notes)}</p>",
+        _legend(legend),
     ]
+    if clients is not None:
+        body.append("<h2>Per-client distribution</h2>")
+        tables = client_tables(clients)
+        for heading, frame in tables:
+            body += [f"<h3>{html.escape(heading)}</h3>", frame.to_html(index=False, escape=True, border=0)]
+        body.append(_legend(CLIENTS_LEGEND) if tables else "<p>No run records a per-client metric.</p>")
     return _page(f"Summary: {about['study']}", "\n".join(body))
 
 
+def _legend(lines) -> str:
+    return "<ul class='legend'>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+
+
+def _status_class(status: str) -> str:
+    """The CSS class of a claim's statistical status (``hetfl.claims.claim_status``)."""
+    for prefix, css in (("holds within noise", "noise"), ("holds", "yes"), ("does not hold", "no")):
+        if status.startswith(prefix):
+            return css
+    return "undetermined"
+
+
 def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
-    """A self-contained HTML page of a study's checked claims (the rows of ``claims.csv``: id, text,
-    check, at, holds, seeds_holding, comparisons, operands), ``holds`` coloured."""
+    """A self-contained HTML page of a study's checked claims, ``holds`` and ``status`` coloured.
+
+    Args:
+        claims: the rows of ``claims.csv`` (``hetfl.claims.check_claims``); uses id, text, check, at,
+            holds, status, seeds_holding, comparisons, intervals, operands.
+        about: :func:`study_about` of the study.
+    """
     rows = []
     for c in claims.fillna("").itertuples():
         cells = [
@@ -153,23 +184,43 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
             f"<td>{html.escape(str(c.text))}</td>",
             f"<td><code>{html.escape(str(c.check))}</code> (at {html.escape(str(c.at))})</td>",
             f"<td class='{html.escape(str(c.holds))}'>{html.escape(str(c.holds))}</td>",
+            f"<td class='{_status_class(str(c.status))}'>{html.escape(str(c.status))}</td>",
             f"<td>{html.escape(str(c.seeds_holding))}</td>",
             f"<td>{html.escape(str(c.comparisons))}</td>",
+            f"<td>{html.escape(str(c.intervals))}</td>",
             f"<td>{html.escape(str(c.operands))}</td>",
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(
-        f"<th>{h}</th>" for h in ("id", "claim", "check", "holds", "seeds holding", "means", "operands")
+        f"<th>{h}</th>"
+        for h in (
+            "id",
+            "claim",
+            "check",
+            "holds",
+            "status",
+            "seeds holding",
+            "means",
+            "paired difference [95 % CI]",
+            "operands",
+        )
     )
     n_holds = int((claims["holds"] == "yes").sum()) if len(claims) else 0
+    n_clear = int(claims["status"].astype(str).str.fullmatch("holds").sum()) if len(claims) else 0
     body = [_header(f"Claims: {about['study']}", about)]
     if rows:
         body += [
-            f"<p>{n_holds} of {len(rows)} claims hold on the means over seeds.</p>",
+            f"<p>{n_holds} of {len(rows)} claims hold on the means over seeds; {n_clear} of them with every "
+            "95 % interval on the claimed side (status holds).</p>",
             f"<table><thead><tr>{head}</tr></thead><tbody>",
             *rows,
             "</tbody></table>",
-            "<p>Means: the operands' means over seeds; operands: mean ± std (ddof=1) over seeds, n seeds.</p>",
+            _legend(
+                [
+                    *CLAIMS_LEGEND,
+                    "Means: the operands' means over seeds; operands: mean ± std (ddof=1) over seeds, n seeds.",
+                ]
+            ),
         ]
     else:
         body.append("<p>This study declares no claims.</p>")

@@ -6,6 +6,8 @@ rule aggregate:
         status="results/tables/{study}/status.csv",
         summary="results/tables/{study}/summary.csv",
         markdown="results/tables/{study}/summary.md",
+        clients="results/tables/{study}/clients.csv",
+        clients_markdown="results/tables/{study}/clients.md",
     params:
         runs=get_study_run_keys,
         paper=get_study_paper,

@@ -131,6 +131,7 @@ def get_study_run_files(wildcards):
     return {
         "metrics": [f"{run_dir(wildcards.study, r, s)}/metrics.csv" for r, s in pairs],
         "info": [f"{run_dir(wildcards.study, r, s)}/run.json" for r, s in pairs],
+        "clients": [f"{run_dir(wildcards.study, r, s)}/metrics_clients.csv" for r, s in pairs],
     }
 
 
@@ -190,6 +191,6 @@ def final_outputs():
         s = STUDIES[name]
         if s.dataset is not None:
             out += [f"{partition_dir(name, run, seed)}/stats.png" for run in s.runs for seed in s.seeds]
-        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "claims.md", "summary.html", "claims.html")]
+        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "clients.md", "claims.md", "summary.html", "claims.html")]
         out += figure_files(name, "png") + figure_files(name, "pdf")
     return sorted(set(out))

@@ -45,6 +45,7 @@ rule claims:
 rule report_tables:
     input:
         summary="results/tables/{study}/summary.csv",
+        clients="results/tables/{study}/clients.csv",
         claims="results/tables/{study}/claims.csv",
     output:
         summary=report(

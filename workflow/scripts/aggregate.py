@@ -1,4 +1,5 @@
-"""Stage `aggregate`: every run and seed of a study into one tidy table, and the cross-seed summary."""
+"""Stage `aggregate`: every run and seed of a study into one tidy table, the cross-seed summary, and the
+per-client distribution of each metric (clients.csv, clients.md)."""
 
 import json
 
@@ -6,19 +7,33 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.aggregate import load_runs, summarize, summary_markdown, write_csv  # noqa: E402
+from hetfl.aggregate import (  # noqa: E402
+    client_summary,
+    clients_markdown,
+    load_clients,
+    load_runs,
+    summarize,
+    summary_markdown,
+    write_csv,
+)
 
 keys = json.loads(snakemake.params.runs)
 entries = [
-    {"run": run, "seed": seed, "metrics": m, "info": i}
-    for (run, seed), m, i in zip(keys, snakemake.input.metrics, snakemake.input.info, strict=True)
+    {"run": run, "seed": seed, "metrics": m, "info": i, "clients": c}
+    for (run, seed), m, i, c in zip(
+        keys, snakemake.input.metrics, snakemake.input.info, snakemake.input.clients, strict=True
+    )
 ]
 long, status = load_runs(entries)
 write_csv(long, snakemake.output.metrics)
 write_csv(status, snakemake.output.status)
-summary = summarize(long, status)
-write_csv(summary, snakemake.output.summary)
 paper = json.loads(snakemake.params.paper) or None
+summary = summarize(long, status, paper)
+write_csv(summary, snakemake.output.summary)
 table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper)
 with open(snakemake.output.markdown, "w") as f:
-    f.write(f"# {snakemake.wildcards.study}\n\n{table}\n")
+    f.write(f"# {snakemake.wildcards.study}\n\n{table}")
+clients = client_summary(load_clients(entries), long, status)
+write_csv(clients, snakemake.output.clients)
+with open(snakemake.output.clients_markdown, "w") as f:
+    f.write(f"# {snakemake.wildcards.study}: per-client distribution\n\n{clients_markdown(clients)}")

@@ -1,4 +1,5 @@
-"""Stage `claims`: check each of the study's claims on the aggregate; holds or not, with the numbers."""
+"""Stage `claims`: check each of the study's claims on the aggregate: holds or not on the means, a statistical
+status from paired intervals over seeds, with the numbers."""
 
 import json
 
