@@ -21,6 +21,8 @@ localrules:
     claims,
     figure,
     report_tables,
+    tune,
+    tuning_table,
 
 
 include: "workflow/rules/common.smk"
@@ -29,6 +31,7 @@ include: "workflow/rules/partition.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/plot.smk"
+include: "workflow/rules/tune.smk"
 
 
 rule all:

@@ -398,3 +398,26 @@ def test_load_clients_needs_its_columns(tmp_path):
         load_clients([{"run": "r", "seed": 0, "clients": path}])
     path.write_text("round,client,metric,value\n")  # a run without per-client metrics
     assert load_clients([{"run": "r", "seed": 0, "clients": path}]).empty
+
+
+def test_val_selected_takes_the_test_value_at_the_best_validation_round():
+    from hetfl.aggregate import summarize, val_selected_values
+
+    rows = []
+    curves = {  # seed -> (val acc, test acc) at rounds 0..3
+        0: ([0.1, 0.6, 0.8, 0.7], [0.1, 0.5, 0.6, 0.9]),  # best val at round 2: test 0.6 (best test: 0.9)
+        1: ([0.1, 0.9, 0.9, 0.2], [0.1, 0.4, 0.8, 0.3]),  # tie at rounds 1, 2: the earliest, test 0.4
+    }
+    for seed, (val, test) in curves.items():
+        for metric, values in (("val_acc_global", val), ("test_acc_global", test)):
+            rows += [("s", "r", "a", seed, t, metric, v) for t, v in enumerate(values)]
+    long = pd.DataFrame(rows, columns=["study", "run", "algorithm", "seed", "round", "metric", "value"])
+    status = pd.DataFrame(
+        {"study": "s", "run": "r", "algorithm": "a", "seed": [0, 1], "status": "ok", "diverged_round": None,
+         "wall_time_s": 1.0}
+    ).astype({"diverged_round": "Int64"})  # fmt: skip
+    values = val_selected_values(long, status)
+    assert values.set_index("seed")["value"].to_dict() == {0: 0.6, 1: 0.4}
+    assert set(values["metric"]) == {"test_acc_global"}
+    row = summarize(long, status).set_index("metric").loc["test_acc_global"]
+    assert row["valsel_mean"] == pytest.approx(0.5) and row["best_mean"] == pytest.approx(0.85)

@@ -197,6 +197,40 @@ def _across_seeds(values: pd.DataFrame, prefix: str) -> pd.DataFrame:
     return out.drop(columns="n").add_prefix(f"{prefix}_")
 
 
+def val_selected_values(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """Each ``test_*`` metric at the round where its validation twin (``val_*``, same stat and model) is
+    best, per seed: the protocol that picks the round on validation data, never on the test set.
+
+    Args:
+        long, status: as returned by :func:`load_runs`.
+
+    Returns:
+        Columns study, run, metric (the test metric), seed, value; only metrics with a twin; a diverged
+        seed has ``nan`` (as :func:`seed_values`). Ties go to the earliest round.
+    """
+    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
+    data = long.merge(finished, on=["study", "run", "seed"])
+    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
+    val = data[data["metric"].str.startswith("val_")]
+    if val.empty:
+        return pd.DataFrame(columns=[*_KEYS, "seed", "value"])
+    sign = np.where(val["metric"].map(metric_direction) == "max", 1.0, -1.0)
+    ranked = val.assign(signed=val["value"] * sign).sort_values(
+        ["study", "run", "seed", "metric", "signed", "round"],
+        ascending=[True, True, True, True, False, True],
+        na_position="last",
+        kind="mergesort",
+    )
+    best = ranked.drop_duplicates(["study", "run", "seed", "metric"], keep="first")
+    best = best.assign(metric="test_" + best["metric"].str[len("val_") :])[
+        ["study", "run", "seed", "metric", "round"]
+    ]
+    values = best.merge(data, on=["study", "run", "seed", "metric", "round"], how="left")
+    index = long.loc[long["metric"].isin(set(best["metric"])), _KEYS].drop_duplicates()
+    index = index.merge(status[["study", "run", "seed"]], on=["study", "run"])
+    return index.merge(values[[*_KEYS, "seed", "value"]], on=[*_KEYS, "seed"], how="left")
+
+
 SUMMARY_COLUMNS = [
     "study",
     "run",
@@ -214,6 +248,8 @@ SUMMARY_COLUMNS = [
     "last10_mean",
     "last10_std",
     "best_ci95",
+    "valsel_mean",
+    "valsel_std",
     "paper",
 ]
 
@@ -230,8 +266,10 @@ def summarize(
     Returns:
         Columns study, run, algorithm, metric, direction (``min``/``max``), n_seeds (seeds of the run
         in ``status``), n_diverged, final_round (last evaluated round over the finished seeds),
-        final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std, best_ci95 and
-        paper (the paper's number for this run and metric, else ``nan``). Values are in the metric's
+        final_mean/final_std/final_ci95, best_mean/best_std, last10_mean/last10_std, best_ci95,
+        valsel_mean/valsel_std (a test metric at the round its validation twin is best,
+        :func:`val_selected_values`; ``nan`` without validation data) and paper (the paper's number
+        for this run and metric, else ``nan``). Values are in the metric's
         own units (accuracies as fractions), at full precision.
 
     Statistics are over the seeds that finished (a diverged seed is left out; see the module
@@ -252,6 +290,7 @@ def summarize(
         _across_seeds(seed_values(long, status, stat, arg), name)
         for name, stat, arg in (("final", "final", None), ("best", "best", None), ("last10", "last", 10))
     ]
+    parts.append(_across_seeds(val_selected_values(long, status), "valsel")[["valsel_mean", "valsel_std"]])
     out = long[_KEYS].drop_duplicates().set_index(_KEYS).join([last_round, *parts]).reset_index()
     out = out.merge(seeds.reset_index(), on=["study", "run"])
     out["direction"] = out["metric"].map(metric_direction)
@@ -326,7 +365,9 @@ def _paper_cell(x: float | None, metric: str) -> str:
 
 
 def _header(metric: str, part: str) -> str:
-    return f"{metric} {part}" + (" (%)" if is_accuracy(metric) else "")
+    return f"{metric} {'val-selected' if part == 'valsel' else part}" + (
+        " (%)" if is_accuracy(metric) else ""
+    )
 
 
 SUMMARY_LEGEND = (
@@ -342,19 +383,23 @@ SUMMARY_LEGEND = (
 
 
 def summary_table(
-    summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
+    summary: pd.DataFrame,
+    metrics: list[str] | None = None,
+    paper: dict[str, dict[str, float]] | None = None,
+    tuned: dict[str, dict] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The table of :func:`summary_markdown` as a DataFrame of strings, and its legend lines.
 
     Args:
         summary: as returned by :func:`summarize`.
-        metrics, paper: as for :func:`summary_markdown`.
+        metrics, paper, tuned: as for :func:`summary_markdown`.
 
     Returns:
         ``(table, legend)``: columns run (and study when the summary has several), algorithm, seeds,
-        then per metric ``<metric> final``, ``<metric> best`` and, where ``paper`` gives the metric,
-        ``<metric> paper`` (accuracy headers end with `` (%)``); ``legend`` is :data:`SUMMARY_LEGEND`
-        plus a line on diverged seeds when a run has some.
+        then per metric ``<metric> final``, ``<metric> best``, ``<metric> val-selected`` (a test metric
+        with validation data) and, where ``paper`` gives the metric, ``<metric> paper`` (accuracy headers
+        end with `` (%)``); ``legend`` is :data:`SUMMARY_LEGEND` plus lines on validation-selected
+        rounds, tuned runs (marked ``‡``) and diverged seeds where they occur.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -365,9 +410,11 @@ def summary_table(
     if unknown:
         raise ConfigError("metrics", f"unknown metric(s) {', '.join(unknown)}", allowed=known)
     paper = paper or {}
+    tuned = tuned or {}
     rows_key = ["study", "run"]
     runs = summary[rows_key + ["algorithm", "n_seeds", "n_diverged"]].drop_duplicates(rows_key)
-    table = pd.DataFrame({"run": [f"{r.run} †" if r.n_diverged else r.run for r in runs.itertuples()]})
+    marks = [(" ‡" if r.run in tuned else "") + (" †" if r.n_diverged else "") for r in runs.itertuples()]
+    table = pd.DataFrame({"run": [f"{r.run}{m}" for r, m in zip(runs.itertuples(), marks, strict=True)]})
     if summary["study"].nunique() > 1:
         table.insert(0, "study", runs["study"].to_numpy())
     table["algorithm"] = runs["algorithm"].to_numpy()
@@ -376,8 +423,12 @@ def summary_table(
         for r in runs.itertuples()
     ]
     cells = summary.set_index(rows_key + ["metric"])
+    has_valsel = "valsel_mean" in summary and summary["valsel_mean"].notna().any()
     for metric in metrics:
-        for part in ("final", "best"):
+        parts = ["final", "best"]
+        if has_valsel and summary.loc[summary["metric"] == metric, "valsel_mean"].notna().any():
+            parts.append("valsel")
+        for part in parts:
             column = []
             for s, r in zip(runs["study"], runs["run"], strict=True):
                 if (s, r, metric) not in cells.index:
@@ -393,13 +444,27 @@ def summary_table(
                 _paper_cell(paper.get(r, {}).get(metric), metric) for r in runs["run"]
             ]
     legend = list(SUMMARY_LEGEND)
+    if has_valsel:
+        legend.append(
+            "val-selected = the test value at the round where its validation twin (val_…) is best, per "
+            "seed, then over seeds: the round is chosen on validation data, never on the test set."
+        )
+    for run, block in tuned.items():
+        legend.append(
+            f"‡ {run}: hyper-parameters chosen on validation data ({block['metric']}, {block['at']}, tuning "
+            f"seeds {', '.join(map(str, block['seeds']))}; every grid point's score in tuning.csv), then "
+            "trained on the study's seeds."
+        )
     if runs["n_diverged"].any():
         legend.append("† some seeds diverged; statistics are over the seeds that finished.")
     return table, legend
 
 
 def summary_markdown(
-    summary: pd.DataFrame, metrics: list[str] | None = None, paper: dict[str, dict[str, float]] | None = None
+    summary: pd.DataFrame,
+    metrics: list[str] | None = None,
+    paper: dict[str, dict[str, float]] | None = None,
+    tuned: dict[str, dict] | None = None,
 ) -> str:
     """A Markdown table of a summary: runs as rows, a final and a best column per metric, then its legend.
 
@@ -414,11 +479,13 @@ def summary_markdown(
         summary: as returned by :func:`summarize`.
         metrics: the metrics, in order (default: every metric of the summary, sorted).
         paper: optional reference numbers.
+        tuned: ``{run: its tune block}`` of the runs whose hyper-parameters were chosen on validation
+            data (``hetfl.tuning``): marked ``‡``, with a legend line each.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, legend = summary_table(summary, metrics, paper)
+    table, legend = summary_table(summary, metrics, paper, tuned)
     return (
         table.to_markdown(index=False, disable_numparse=True)
         + "\n\n"

@@ -37,6 +37,7 @@ from hetfl.metrics import validation_names
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
+from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
     "description", "dataset", "partition", "model", "problem", "rounds", "seeds", "eval_every", "sampling",
@@ -72,6 +73,7 @@ class RunSpec:
     partition_id: str | None = None
     problem: dict[str, Any] | None = None  # the run's own problem options (a problem override), else None
     num_clients: int = 0
+    tune: dict[str, Any] | None = None  # the run's tune block (hetfl.tuning), whose choice it trains with
 
     def partition_seed(self, seed: int) -> int:
         """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
@@ -94,6 +96,7 @@ class RunSpec:
             **env,
             **settings,
             "rounds": self.settings["rounds"] or study.rounds,
+            **({"tune": self.tune} if self.tune else {}),
         }
 
 
@@ -116,6 +119,18 @@ class Study:
     claims: list[dict[str, Any]]
     paper: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    tuning: dict[str, Tuning] = field(default_factory=dict)  # tuned run -> its tune block and grid points
+    points: dict[str, RunSpec] = field(default_factory=dict)  # grid point label -> its run (tuning seeds)
+
+    def spec(self, label: str) -> RunSpec:
+        """The run ``label``: one of the study's runs or a tuning grid point."""
+        return self.runs[label] if label in self.runs else self.points[label]
+
+    def seeds_of(self, label: str) -> list[int]:
+        """The seeds run ``label`` trains on: the study's, or its tuning's for a grid point."""
+        if label in self.runs:
+            return self.seeds
+        return next(t.seeds for t in self.tuning.values() if label in t.points)
 
     @property
     def environment(self) -> str:
@@ -138,7 +153,7 @@ class Study:
 
     def run_json(self, label: str) -> str:
         """Canonical JSON of run ``label``'s spec (the params-trigger value of its training jobs)."""
-        return canonical_json(self.runs[label].as_dict(self))
+        return canonical_json(self.spec(label).as_dict(self))
 
 
 TOP_LEVEL_KEYS = ("select", "studies", "checkpoint")
@@ -314,25 +329,28 @@ def resolve_study(name: str, study: dict) -> Study:
     if not runs_cfg:
         raise ConfigError(f"{key}.runs", "a study needs at least one run")
     runs_cfg = expand_grid(runs_cfg, _require_mapping(study.get("grid", {}), f"{key}.grid"), f"{key}.grid")
-    runs = {}
+    runs, tuning, points = {}, {}, {}
     for label, run in runs_cfg.items():
         run = _require_mapping(run, f"{key}.runs.{label}")
-        own = {k: v for k, v in run.items() if k not in ("partition", "problem")}
-        runs[label] = resolve_run(
-            name,
-            label,
-            own,
-            defaults,
-            base,
-            f"{key}.runs.{label}",
-            environment,
-            env["task"],
-            f"{key}.defaults",
-        )
-        _set_partition(runs[label], env, run.get("partition"), seeds, f"{key}.runs.{label}.partition")
-        _set_problem(runs[label], env, run.get("problem"), f"{key}.runs.{label}.problem")
-        if runs[label].partition and runs[label].partition.get("val_fraction"):  # validation data: val_* too
-            runs[label].metrics += tuple(validation_names(runs[label].metrics))
+        own = {k: v for k, v in run.items() if k not in ("partition", "problem", "tune")}
+
+        def resolve(values: dict, where: str, run_seeds: list[int], label=label, run=run) -> RunSpec:
+            spec = resolve_run(
+                name, label, values, defaults, base, where, environment, env["task"], f"{key}.defaults"
+            )
+            _set_partition(spec, env, run.get("partition"), run_seeds, f"{key}.runs.{label}.partition")
+            _set_problem(spec, env, run.get("problem"), f"{key}.runs.{label}.problem")
+            if spec.partition and spec.partition.get("val_fraction"):  # validation data: val_* metrics too
+                spec.metrics += tuple(validation_names(spec.metrics))
+            return spec
+
+        runs[label] = resolve(own, f"{key}.runs.{label}", seeds)
+        if "tune" in run:
+            where = f"{key}.runs.{label}.tune"
+            tuning[label] = _tuning(run["tune"], runs[label], seeds, where)
+            for point, values in tuning[label].points.items():
+                points[point] = resolve({**own, **values}, f"{where}.grid", tuning[label].seeds)
+                points[point].label = point
     _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
@@ -360,7 +378,38 @@ def resolve_study(name: str, study: dict) -> Study:
         claims=claims,
         paper=paper,
         description=str(study.get("description", "")),
+        tuning=tuning,
+        points=points,
     )
+
+
+def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
+    """A run's validated ``tune`` block (``hetfl.tuning``); the run's spec records it.
+
+    Raises:
+        ConfigError: naming ``key`` or ``key.<field>``: see :func:`hetfl.tuning.parse_tune`; a metric the
+            run does not report (no validation data: ``partition.val_fraction`` is 0); tuning seeds outside
+            the study's for a run that starts from another run (``init_from``).
+    """
+    tuning = parse_tune(value, spec.label, seeds, key)
+    if tuning.metric not in spec.metrics:
+        val = [m for m in spec.metrics if m.startswith("val_")]
+        if not val:
+            raise ConfigError(
+                f"{key}.metric",
+                "the run has no validation data to tune on: set partition.val_fraction (e.g. 0.1)",
+            )
+        raise ConfigError(
+            f"{key}.metric", f"run '{spec.label}' does not report {tuning.metric!r}", allowed=val
+        )
+    if spec.settings["init_from"] is not None and not set(tuning.seeds) <= set(seeds):
+        raise ConfigError(
+            f"{key}.seeds",
+            "a run that starts from another run (init_from) tunes on the study's seeds",
+            allowed=seeds,
+        )
+    spec.tune = tuning.as_dict()
+    return tuning
 
 
 def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]:

@@ -129,6 +129,7 @@ def summary_page(
     metrics: list[str] | None = None,
     paper: dict[str, dict[str, float]] | None = None,
     clients: pd.DataFrame | None = None,
+    tuned: dict[str, dict] | None = None,
 ) -> str:
     """A self-contained HTML page of a study's cross-seed summary (the table of ``summary.md``, its
     legend) and, when ``clients`` is given, the per-client distribution (the tables of ``clients.md``).
@@ -136,13 +137,13 @@ def summary_page(
     Args:
         summary: as returned by ``hetfl.aggregate.summarize`` (one study).
         about: :func:`study_about` of the study.
-        metrics, paper: as for ``hetfl.aggregate.summary_markdown``.
+        metrics, paper, tuned: as for ``hetfl.aggregate.summary_markdown``.
         clients: as returned by ``hetfl.aggregate.client_summary`` (``clients.csv``), or None.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
     """
-    table, legend = summary_table(summary, metrics, paper)
+    table, legend = summary_table(summary, metrics, paper, tuned)
     body = [
         _header(f"Summary: {about['study']}", about),
         table.to_html(index=False, escape=True, border=0, na_rep=""),

@@ -72,7 +72,7 @@ def _parameters(model_json: str, dataset_json: str) -> tuple[int, int]:
 
 def run_size(study: Study, run: str) -> tuple[int, int, int, int]:
     """``(rounds, clients, P, dataset MB)`` of run ``run`` of ``study`` (see the module docstring)."""
-    spec = study.runs[run]
+    spec = study.spec(run)
     rounds = spec.settings["rounds"] or study.rounds
     if study.dataset is None:
         return rounds, spec.num_clients, PROBLEM_PARAMETERS, 0
@@ -86,7 +86,7 @@ def train_resources(study: Study, run: str, attempt: int = 1) -> TrainResources:
     See the module docstring for the rule.
     """
     rounds, clients, params, data_mb = run_size(study, run)
-    cuda = study.runs[run].settings["device"] == "cuda"
+    cuda = study.spec(run).settings["device"] == "cuda"
     minutes = rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
     runtime = min(RUNTIME_CAP, max(RUNTIME_FLOOR, math.ceil(minutes)) * attempt)
     states_mb = 0 if cuda else clients * params * STATE_BYTES / 2**20

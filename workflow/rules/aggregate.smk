@@ -12,6 +12,7 @@ rule aggregate:
         runs=get_study_run_keys,
         paper=get_study_paper,
         metrics=get_study_table_metrics,
+        tuned=get_study_tuned,
     conda:
         ENV
     log:

@@ -31,8 +31,10 @@ except ConfigError as err:
 STUDIES = SUITE.studies
 DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}  # the others: generated problems
 DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
-PARTITIONS = {  # every partition a run uses (a run may override its study's)
-    (s.dataset_id, r.partition_id): r.partition for s in DATA_STUDIES.values() for r in s.runs.values()
+PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may override its study's)
+    (s.dataset_id, r.partition_id): r.partition
+    for s in DATA_STUDIES.values()
+    for r in [*s.runs.values(), *s.points.values()]
 }
 ENV = "../envs/hetfl.yaml"
 
@@ -47,7 +49,7 @@ wildcard_constraints:
 
 
 def partition_dir(study, run, seed):
-    s, r = STUDIES[study], STUDIES[study].runs[run]
+    s, r = STUDIES[study], STUDIES[study].spec(run)
     return f"results/partitions/{s.dataset_id}/{r.partition_id}/seed={r.partition_seed(seed)}"
 
 
@@ -85,8 +87,10 @@ def get_partition_code(wildcards):
 
 def get_train_input(wildcards):
     s = STUDIES[wildcards.study]
-    source = s.runs[wildcards.run].settings["init_from"]
+    source = s.spec(wildcards.run).settings["init_from"]
     inputs = {} if source is None else {"init": f"{run_dir(wildcards.study, source, wildcards.seed)}/final.pt"}
+    if wildcards.run in s.tuning:  # trains with the hyper-parameters its tuning chose
+        inputs["choice"] = tuning_choice(wildcards.study, wildcards.run)
     if s.dataset is None:
         return inputs  # a generated problem: built inside the training job
     return {
@@ -101,7 +105,7 @@ def get_run_spec(wildcards):
 
 
 def get_run_code(wildcards):
-    s, r = STUDIES[wildcards.study], STUDIES[wildcards.study].runs[wildcards.run]
+    s, r = STUDIES[wildcards.study], STUDIES[wildcards.study].spec(wildcards.run)
     model = None if s.problem else r.settings["model"]["name"]
     return train_fingerprint(r.algorithm, s.problem and s.problem["name"], model)
 
@@ -193,4 +197,34 @@ def final_outputs():
             out += [f"{partition_dir(name, run, seed)}/stats.png" for run in s.runs for seed in s.seeds]
         out += [f"results/tables/{name}/{f}" for f in ("summary.md", "clients.md", "claims.md", "summary.html", "claims.html")]
         out += figure_files(name, "png") + figure_files(name, "pdf")
+        out += [f"results/tables/{name}/tuning.csv"] if s.tuning else []
     return sorted(set(out))
+
+
+def tuning_choice(study, run):
+    return f"results/tuning/{study}/{run}/choice.json"
+
+
+def get_tuning_files(wildcards):
+    """The records of every grid point of a tuned run on every tuning seed."""
+    t = STUDIES[wildcards.study].tuning[wildcards.run]
+    pairs = [(point, seed) for point in t.points for seed in t.seeds]
+    return {
+        "metrics": [f"{run_dir(wildcards.study, p, seed)}/metrics.csv" for p, seed in pairs],
+        "info": [f"{run_dir(wildcards.study, p, seed)}/run.json" for p, seed in pairs],
+    }
+
+
+def get_tuning_spec(wildcards):
+    """A tuned run's tune block and grid points (hetfl.tuning.Tuning), as JSON."""
+    t = STUDIES[wildcards.study].tuning[wildcards.run]
+    return canonical_json({"run": t.run, **t.as_dict(), "points": t.points})
+
+
+def get_study_tuned(wildcards):
+    """The study's tuned runs and their tune blocks (summary.md marks them), as JSON."""
+    return canonical_json({run: t.as_dict() for run, t in STUDIES[wildcards.study].tuning.items()})
+
+
+def get_study_tuning_scores(wildcards):
+    return [f"results/tuning/{wildcards.study}/{run}/scores.csv" for run in STUDIES[wildcards.study].tuning]

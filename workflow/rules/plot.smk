@@ -64,6 +64,7 @@ rule report_tables:
         about=get_study_about,
         paper=get_study_paper,
         metrics=get_study_table_metrics,
+        tuned=get_study_tuned,
     conda:
         ENV
     log:

@@ -30,7 +30,8 @@ write_csv(status, snakemake.output.status)
 paper = json.loads(snakemake.params.paper) or None
 summary = summarize(long, status, paper)
 write_csv(summary, snakemake.output.summary)
-table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper)
+tuned = json.loads(snakemake.params.tuned)
+table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper, tuned=tuned)
 with open(snakemake.output.markdown, "w") as f:
     f.write(f"# {snakemake.wildcards.study}\n\n{table}")
 clients = client_summary(load_clients(entries), long, status)

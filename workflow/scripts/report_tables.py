@@ -16,6 +16,7 @@ paper = json.loads(snakemake.params.paper) or None
 summary = pd.read_csv(snakemake.input.summary)
 clients = pd.read_csv(snakemake.input.clients)
 with open(snakemake.output.summary, "w") as f:
-    f.write(summary_page(summary, about, json.loads(snakemake.params.metrics), paper, clients))
+    tuned = json.loads(snakemake.params.tuned)
+    f.write(summary_page(summary, about, json.loads(snakemake.params.metrics), paper, clients, tuned))
 with open(snakemake.output.claims, "w") as f:
     f.write(claims_page(pd.read_csv(snakemake.input.claims, dtype=str, keep_default_na=False), about))

@@ -9,10 +9,14 @@ log = redirect(snakemake.log[0])
 
 from hetfl.config import resolve_checkpoint  # noqa: E402
 from hetfl.train import Checkpointing, RunOutputs, run_key, train  # noqa: E402
+from hetfl.tuning import apply_choice  # noqa: E402
 
 out = snakemake.output
 wc = snakemake.wildcards
 spec = json.loads(snakemake.params.spec)
+if "choice" in snakemake.input.keys():  # a tuned run: the hyper-parameters its tuning chose
+    with open(snakemake.input.choice) as f:
+        spec = apply_choice(spec, json.load(f))
 policy = resolve_checkpoint(snakemake.config.get("checkpoint"))  # not a param: changing it reruns nothing
 checkpoint = Checkpointing(
     Path(f"results/checkpoints/{wc.study}/{wc.run}/seed={wc.seed}.pt"),

@@ -1,0 +1,216 @@
+"""Hyper-parameter selection on validation data (a run's ``tune:`` block), never on the test set.
+
+A run declares::
+
+    runs:
+      fedavg:
+        algorithm: fedavg
+        tune:
+          grid: {lr: [0.01, 0.03, 0.1], local_steps: [10, 20]}   # its hyper-parameters' candidates
+          seeds: [100, 101]          # the tuning seeds (default: the study's seeds)
+          metric: val_acc_global     # a validation metric the run reports (partition.val_fraction > 0)
+          at: final                  # round rule: final | best | last<k> (mean of the last k evaluations)
+
+Every grid point is an ordinary training run, labelled ``fedavg@lr=0.01-local_steps=10`` (``@`` cannot
+appear in a user's run label), trained on each tuning seed. The ``tune`` stage scores each point by the
+declared validation metric under the round rule, averaged over the tuning seeds, and picks the best
+(highest, or lowest for a loss; the first in grid order on ties; a point that diverged on any seed is
+never picked); the run then trains on the study's seeds with the chosen values. The selection reads only
+the rows of the declared validation metric: test data never decide anything. The scores of every point
+and the choice are ``results/tables/<study>/tuning.csv``. Changing the grid trains only the new points
+and reruns the selection and the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hetfl.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas and hetfl.aggregate are imported where the selection runs
+    import pandas as pd
+
+TUNE_KEYS = ("grid", "seeds", "metric", "at")
+SEPARATOR = "@"
+"""Between a tuned run's label and its grid point, in the point's run label."""
+TABLE_COLUMNS = [
+    "run",
+    "point",
+    "metric",
+    "at",
+    "seeds",
+    "score",
+    "score_std",
+    "n_seeds",
+    "n_diverged",
+    "chosen",
+]
+
+
+@dataclass
+class Tuning:
+    """A run's validated ``tune:`` block and its grid points.
+
+    Attributes:
+        run: the tuned run's label.
+        grid: hyper-parameter -> candidate values, in the config's order.
+        seeds: the tuning seeds.
+        metric: the validation metric that decides (``val_*``).
+        at: ``final``, ``best`` or ``last<k>``.
+        points: point label -> its hyper-parameter values (one per combination of ``grid``).
+    """
+
+    run: str
+    grid: dict[str, list[Any]]
+    seeds: list[int]
+    metric: str
+    at: str
+    points: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The block as the run's spec carries it (JSON-serializable)."""
+        return {"grid": self.grid, "seeds": self.seeds, "metric": self.metric, "at": self.at}
+
+
+def _value_text(value: Any) -> str:
+    return str(value).replace(" ", "").replace("/", "_")
+
+
+def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning:
+    """Validate a ``tune:`` block (its metric is checked later, against the run's metrics).
+
+    Raises:
+        ConfigError: naming ``key`` or ``key.<grid|seeds|metric|at>``: not a mapping, an unknown key, an
+            empty grid or value list, bad seeds, a metric that is not a validation metric, an unknown rule.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(
+            key, "expected a mapping with grid, metric and optionally seeds, at", allowed=TUNE_KEYS
+        )
+    unknown = sorted(set(value) - set(TUNE_KEYS))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}", "unknown key of tune", allowed=TUNE_KEYS)
+    grid = value.get("grid")
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError(f"{key}.grid", "expected a mapping hyper-parameter -> non-empty list of values")
+    for name, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{key}.grid.{name}", "expected a non-empty list of values")
+    seeds = value.get("seeds", study_seeds)
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or len(set(seeds)) != len(seeds)
+        or not all(type(s) is int and s >= 0 for s in seeds)
+    ):
+        raise ConfigError(
+            f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
+        )
+    metric = value.get("metric")
+    if not isinstance(metric, str) or not metric.startswith("val_"):
+        raise ConfigError(
+            f"{key}.metric",
+            f"expected a validation metric (val_*), got {metric!r}: selection never reads test data",
+        )
+    at = str(value.get("at", "final"))
+    if at not in ("final", "best") and not re.fullmatch(r"last[1-9]\d*", at):
+        raise ConfigError(f"{key}.at", f"unknown round rule {at!r}", allowed=("best", "final", "last<k>"))
+    tuning = Tuning(run, dict(grid), list(seeds), metric, at)
+    for combo in itertools.product(*grid.values()):
+        values = dict(zip(grid, combo, strict=True))
+        label = run + SEPARATOR + "-".join(f"{k}={_value_text(v)}" for k, v in values.items())
+        tuning.points[label] = values
+    return tuning
+
+
+def _statistic(at: str) -> tuple[str, int | None]:
+    return ("last", int(at[4:])) if at.startswith("last") else (at, None)
+
+
+def select(tuning: Tuning, long: pd.DataFrame, status: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Score every grid point on the validation metric and choose one.
+
+    Args:
+        tuning: the run's tuning.
+        long, status: the points' records (``hetfl.aggregate.load_runs`` over every point and tuning seed).
+            Only rows of ``tuning.metric`` are looked at.
+
+    Returns:
+        ``(table, choice)``: one row per point (columns :data:`TABLE_COLUMNS` plus one per grid key:
+        score = mean over seeds of the round rule's value, its std over seeds, how many seeds diverged,
+        chosen ``yes``/``no``), and ``{"point", "hyperparameters", "score", "metric", "at", "seeds"}``.
+
+    Raises:
+        ValueError: no point has a score on every seed (all diverged or the metric is missing).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from hetfl.aggregate import metric_direction, seed_values
+
+    val = long[long["metric"] == tuning.metric]  # the only rows selection reads
+    values = seed_values(val, status, *_statistic(tuning.at))
+    rows = []
+    for label, hp in tuning.points.items():
+        per_seed = values[values["run"] == label].set_index("seed")["value"].reindex(tuning.seeds)
+        diverged = int((status[status["run"] == label]["status"] == "diverged").sum())
+        scores = per_seed.to_numpy(float)
+        rows.append(
+            {
+                "run": tuning.run,
+                "point": label,
+                **{k: v for k, v in hp.items()},
+                "metric": tuning.metric,
+                "at": tuning.at,
+                "seeds": " ".join(map(str, tuning.seeds)),
+                "score": float(np.nanmean(scores)) if np.isfinite(scores).any() else np.nan,
+                "score_std": float(np.nanstd(scores, ddof=1)) if np.isfinite(scores).sum() > 1 else np.nan,
+                "n_seeds": int(np.isfinite(scores).sum()),
+                "n_diverged": diverged,
+            }
+        )
+    table = pd.DataFrame(rows)
+    eligible = table[(table["n_seeds"] == len(tuning.seeds)) & (table["n_diverged"] == 0)]
+    if eligible.empty:
+        raise ValueError(
+            f"run {tuning.run!r}: no grid point has a {tuning.metric} on every tuning seed without diverging"
+        )
+    sign = 1.0 if metric_direction(tuning.metric) == "max" else -1.0
+    best = (eligible["score"] * sign).idxmax()  # the first maximum: grid order on ties
+    table["chosen"] = np.where(table.index == best, "yes", "no")
+    table = table[[*TABLE_COLUMNS[:2], *tuning.grid, *TABLE_COLUMNS[2:]]]
+    choice = {
+        "point": str(table.loc[best, "point"]),
+        "hyperparameters": tuning.points[str(table.loc[best, "point"])],
+        "score": float(table.loc[best, "score"]),
+        **tuning.as_dict(),
+    }
+    return table, choice
+
+
+def apply_choice(spec: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
+    """A tuned run's spec with the chosen hyper-parameters in place (and ``tuned``: the choice), as its
+    training job runs it and its ``run.json`` records it.
+
+    Args:
+        spec: the run's resolved spec (``RunSpec.as_dict``); choice: the ``tune`` stage's choice.
+
+    Raises:
+        ValueError: the choice names a hyper-parameter the run's spec does not have.
+    """
+    unknown = sorted(set(choice["hyperparameters"]) - set(spec["hyperparameters"]))
+    if unknown:
+        raise ValueError(f"the tuning choice sets unknown hyper-parameters {unknown}")
+    return {
+        **spec,
+        "hyperparameters": {**spec["hyperparameters"], **choice["hyperparameters"]},
+        "tuned": {
+            "point": choice["point"],
+            "score": choice["score"],
+            "metric": choice["metric"],
+            "at": choice["at"],
+        },
+    }

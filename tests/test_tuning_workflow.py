@@ -1,0 +1,97 @@
+"""A ``tune:`` block through the workflow: the grid points train on the tuning seeds, the ``tune`` stage picks
+on validation data, the run trains with the choice; changing the grid reruns only that run's tuning."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import TINY_STUDY
+from tests.test_workflow import planned
+
+pytestmark = pytest.mark.workflow
+
+REPO = Path(__file__).resolve().parents[1]
+STUDY = {
+    **{k: TINY_STUDY[k] for k in ("dataset", "model", "eval_every")},
+    "partition": {**TINY_STUDY["partition"], "val_fraction": 0.2},
+    "rounds": 3,
+    "seeds": [0],
+    "defaults": {"lr": 0.05, "batch_size": 8, "local_steps": 3, "clients_per_round": 3},
+    "runs": {
+        # a step of 1e-4 barely moves the model in 3 rounds: validation must pick 0.3
+        "fedavg": {
+            "algorithm": "fedavg",
+            "tune": {"grid": {"lr": [0.0001, 0.3]}, "seeds": [5, 6], "metric": "val_loss_global"},
+        },
+        "local": {"algorithm": "local"},
+    },
+    "figures": ["test_acc_personal"],
+}
+
+
+def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=cwd, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tune")
+    for name in ("Snakefile", "workflow", "profiles", "src"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, root / name)
+    (root / "config").mkdir()
+    (root / "config/config.yaml").write_text(yaml.safe_dump({"studies": {"t": STUDY}}))
+    snakemake(root)
+    return root
+
+
+def test_the_grid_trains_on_the_tuning_seeds_and_the_run_trains_with_the_choice(repo):
+    for point in ("fedavg@lr=0.0001", "fedavg@lr=0.3"):
+        for seed in (5, 6):
+            assert (repo / f"results/runs/t/{point}/seed={seed}/metrics.csv").exists()
+        assert not (repo / f"results/runs/t/{point}/seed=0").exists()  # not on the study's seeds
+    choice = json.loads((repo / "results/tuning/t/fedavg/choice.json").read_text())
+    assert choice["point"] == "fedavg@lr=0.3" and choice["hyperparameters"] == {"lr": 0.3}
+    info = json.loads((repo / "results/runs/t/fedavg/seed=0/run.json").read_text())
+    assert info["spec"]["hyperparameters"]["lr"] == 0.3 and info["spec"]["tuned"]["point"] == "fedavg@lr=0.3"
+    table = pd.read_csv(repo / "results/tables/t/tuning.csv")
+    assert table["point"].tolist() == ["fedavg@lr=0.0001", "fedavg@lr=0.3"]
+    assert table["chosen"].tolist() == ["no", "yes"] and (table["metric"] == "val_loss_global").all()
+    runs = set(pd.read_csv(repo / "results/tables/t/metrics.csv")["run"])
+    assert runs == {"fedavg", "local"}  # the grid points are not runs of the study's tables
+    summary = (repo / "results/tables/t/summary.md").read_text()
+    assert "| fedavg ‡ |" in summary and "‡ fedavg: hyper-parameters chosen on validation data" in summary
+    assert "test_acc_personal val-selected (%)" in summary  # the round chosen on validation data too
+    assert "Nothing to be done" in snakemake(repo, "-n").stdout
+
+
+def test_changing_the_grid_reruns_only_that_runs_tuning(repo):
+    override = repo / "more.yaml"
+    grid = {"lr": [0.0001, 0.3, 0.1]}
+    override.write_text(yaml.safe_dump({"studies": {"t": {"runs": {"fedavg": {**STUDY["runs"]["fedavg"], "tune": {
+        **STUDY["runs"]["fedavg"]["tune"], "grid": grid}}}}}}))  # fmt: skip
+    jobs = planned(repo, "--configfile", "config/config.yaml", str(override))
+    trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
+    assert trains == [("fedavg", "0"), ("fedavg@lr=0.1", "5"), ("fedavg@lr=0.1", "6")]
+    assert sorted(w.get("run", "") for rule, w in jobs if rule == "tune") == ["fedavg"]
+
+
+def test_the_selection_stage_runs_on_the_submitting_node():
+    text = (REPO / "Snakefile").read_text()
+    local = text[text.index("localrules:") : text.index("include:")]
+    assert "tune," in local and "tuning_table," in local and "train" not in local  # the grid: train jobs
