@@ -83,4 +83,9 @@ class FedNormSGDAPlusGame(MinimaxGame):
     plus = True
 
 
-ALGORITHMS = [FedNormSGDA, FedNormSGDAPlus, FedNormSGDAGame, FedNormSGDAPlusGame]  # one name on client data and on the quadratic game
+ALGORITHMS = [
+    FedNormSGDA,
+    FedNormSGDAPlus,
+    FedNormSGDAGame,
+    FedNormSGDAPlusGame,
+]  # one name on client data and on the quadratic game

@@ -78,4 +78,9 @@ class LocalSGDAPlusGame(MinimaxGame):
     plus = True
 
 
-ALGORITHMS = [LocalSGDA, LocalSGDAPlus, LocalSGDAGame, LocalSGDAPlusGame]  # one name on client data and on the quadratic game
+ALGORITHMS = [
+    LocalSGDA,
+    LocalSGDAPlus,
+    LocalSGDAGame,
+    LocalSGDAPlusGame,
+]  # one name on client data and on the quadratic game
