@@ -5,7 +5,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default suite is the workflow's config only when no --configfile is given: `--configfile mine.yaml`
+# runs the studies of mine.yaml alone (add config/config.yaml to the command to run both).
+if not workflow.config_settings.configfiles:
+    workflow.configfile("config/config.yaml")
 
 
 report: "workflow/report/workflow.rst"

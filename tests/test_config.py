@@ -248,3 +248,43 @@ def test_the_pfedme_studies_run_per_fedavg_in_the_form_their_beta_comes_from(pat
     ]
     assert len(runs) >= 8
     assert {spec.hyperparameters["step"] for spec in runs} == {"sequential"}
+
+
+@pytest.mark.parametrize(
+    "change,key,message",
+    [
+        (
+            {"claims": ["local.test_acc_global > 0.5"]},  # local has no global model
+            "studies.s.claims[0].check",
+            "run 'local' does not report 'test_acc_global'; allowed: test_acc_personal",
+        ),
+        (
+            {"figures": [{"name": "f", "metrics": ["test_acc_global"], "runs": ["fedavg", "local"]}]},
+            "studies.s.figures[0]",
+            "run 'local' reports none of ['test_acc_global']",
+        ),
+        (
+            {
+                "figures": [
+                    {"name": "f", "metrics": ["test_acc_global", "train_loss_local"], "runs": ["fedavg"]}
+                ]
+            },
+            "studies.s.figures[0]",
+            "none of the figure's runs reports 'train_loss_local'",
+        ),
+    ],
+)
+def test_a_metric_a_run_does_not_report_is_an_error_not_a_dropped_run(change, key, message):
+    cfg = config(**change)
+    if "local" not in cfg["studies"]["s"]["runs"]:
+        cfg["studies"]["s"]["runs"]["local"] = {"algorithm": "local"}
+    err = error(cfg)
+    assert err.key == key and message in str(err)
+
+
+def test_a_defaults_key_some_runs_do_not_take_is_reported():
+    study = build_suite(config()).studies["s"]
+    assert study.notes == [
+        "studies.s.defaults.clients_per_round: not used by run(s) local (algorithm(s) local take no such "
+        "hyper-parameter)"
+    ]

@@ -303,3 +303,19 @@ def test_configs_merge_key_by_key_and_the_cli_prints_the_table(tmp_path, measure
     buffer = io.StringIO()
     jobs = report(load_config([tmp_path / "base.yaml", tmp_path / "paper.yaml"]), measured, out=buffer)
     assert list(jobs["study"]) == ["wide", "quad"] and set(jobs["basis"]) == {"same run"}
+
+
+def test_the_cli_honours_select_reads_configfiles_alone_and_names_config_errors(tmp_path, capsys):
+    write_measured(tmp_path / "m", MEASURED)
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(MEASURED))
+    common = ["--benchmarks", str(tmp_path / "m/benchmarks"), "--runs", str(tmp_path / "m/runs")]
+    out = tmp_path / "jobs.csv"
+    main(["--configfile", str(tmp_path / "mine.yaml"), "--select", "quad", "--csv", str(out), *common])
+    assert set(pd.read_csv(out)["study"]) == {"quad"}  # the file's studies only, and only the selected one
+    with pytest.raises(SystemExit, match="config key 'select': unknown study 'nope'"):
+        main(["--configfile", str(tmp_path / "mine.yaml"), "--select", "nope", *common])
+    bad = copy.deepcopy(MEASURED)
+    bad["studies"]["wide"]["dataset"] = {"name": "no_such_data"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(SystemExit, match="studies.wide.dataset.name': unknown dataset 'no_such_data'"):
+        main(["--configfile", str(tmp_path / "bad.yaml"), *common])

@@ -186,3 +186,24 @@ def test_lint_is_clean():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations" in proc.stdout + proc.stderr
+
+
+def test_a_users_configfile_runs_its_own_studies_only(repo):
+    mine = repo / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"studies": {"mine": {**STUDY, "seeds": [3]}}}))
+    trains = {
+        (w["study"], w["seed"]) for rule, w in planned(repo, "--configfile", "mine.yaml") if rule == "train"
+    }
+    assert trains == {("mine", "3")}  # not the workflow's own studies too
+    both = planned(repo, "--configfile", "config/config.yaml", "mine.yaml")
+    assert {w["study"] for rule, w in both if rule == "train"} == {"mine"}  # tiny's runs are done already
+    assert (
+        "tiny"
+        in snakemake(repo, "-n", "--configfile", "config/config.yaml", "mine.yaml", "--forceall").stdout
+    )
+
+
+def test_the_slurm_profile_refuses_its_placeholder_account(repo):
+    proc = snakemake(repo, "-n", "--profile", "profiles/slurm", check=False)
+    assert proc.returncode != 0
+    assert "slurm_account is still the placeholder 'my_account'" in proc.stdout + proc.stderr

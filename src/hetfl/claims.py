@@ -231,6 +231,15 @@ def _compile(
     return tree, compiler.terms
 
 
+def claim_terms(claim: dict, key: str = "claims") -> list[Term]:
+    """The operands (:class:`Term`: run, metric, statistic) of a normalized claim.
+
+    Raises:
+        ConfigError: the check does not parse (key ``key``).
+    """
+    return _compile(claim["check"], claim.get("at", "final"), key)[1]
+
+
 def normalize_claims(claims: list, runs: list[str], metrics: set[str], key: str) -> list[dict]:
     """Validate a study's ``claims`` and bring each to ``{id, text, check, at}``.
 

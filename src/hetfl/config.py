@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetfl.algorithms import algorithm_module, get_algorithm
-from hetfl.claims import normalize_claims
+from hetfl.claims import claim_terms, normalize_claims
 from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
@@ -121,6 +121,7 @@ class Study:
     description: str = ""
     tuning: dict[str, Tuning] = field(default_factory=dict)  # tuned run -> its tune block and grid points
     points: dict[str, RunSpec] = field(default_factory=dict)  # grid point label -> its run (tuning seeds)
+    notes: list[str] = field(default_factory=list)  # what the config ignores, said at start (not errors)
 
     def spec(self, label: str) -> RunSpec:
         """The run ``label``: one of the study's runs or a tuning grid point."""
@@ -351,7 +352,7 @@ def resolve_study(name: str, study: dict) -> Study:
             for point, values in tuning[label].points.items():
                 points[point] = resolve({**own, **values}, f"{where}.grid", tuning[label].seeds)
                 points[point].label = point
-    _check_defaults(defaults, runs, f"{key}.defaults")
+    notes = _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         _check_run(spec, env, f"{key}.runs.{label}")
     _check_init_from(runs, f"{key}.runs")
@@ -361,6 +362,7 @@ def resolve_study(name: str, study: dict) -> Study:
     figures_cfg = _default_figures(metrics) if figures_cfg is None else figures_cfg
     figures = normalize_figures(figures_cfg, list(runs), metrics, f"{key}.figures")
     claims = normalize_claims(study.get("claims") or [], list(runs), metrics, f"{key}.claims")
+    _check_reported(figures, claims, runs, key)
     paper = _paper_numbers(study.get("paper", {}), runs, metrics, f"{key}.paper")
     return Study(
         name=name,
@@ -380,7 +382,46 @@ def resolve_study(name: str, study: dict) -> Study:
         description=str(study.get("description", "")),
         tuning=tuning,
         points=points,
+        notes=notes,
     )
+
+
+def _check_reported(figures: list[dict], claims: list[dict], runs: dict[str, RunSpec], key: str) -> None:
+    """Nothing a figure or claim names is silently left out: every run a figure names reports one of its
+    metrics (and its ``x`` metric), every metric of a figure is reported by one of its runs (a figure
+    without ``runs`` draws every run that reports its metrics), every operand of a claim is a metric its
+    run reports.
+
+    Raises:
+        ConfigError: naming ``{key}.figures[i]`` or ``{key}.claims[i].check``, with the metrics the run
+            reports (or the runs that report the metric).
+    """
+    for i, fig in enumerate(figures):
+        if fig.get("kind") == "heatmap" or fig["runs"] is None:
+            continue
+        where = f"{key}.figures[{i}]"
+        for run in fig["runs"]:
+            reported = runs[run].metrics
+            if not set(fig["metrics"]) & set(reported):
+                raise ConfigError(where, f"run '{run}' reports none of {fig['metrics']}", allowed=reported)
+            if fig.get("x", "round") != "round" and fig["x"] not in reported:
+                raise ConfigError(
+                    where, f"run '{run}' does not report the x axis {fig['x']!r}", allowed=reported
+                )
+        for metric in fig["metrics"]:
+            if not any(metric in runs[run].metrics for run in fig["runs"]):
+                raise ConfigError(
+                    where,
+                    f"none of the figure's runs reports {metric!r}",
+                    allowed=[r for r, spec in runs.items() if metric in spec.metrics],
+                )
+    for i, claim in enumerate(claims):
+        where = f"{key}.claims[{i}].check"
+        for term in claim_terms(claim, where):
+            if term.metric not in runs[term.run].metrics:
+                raise ConfigError(
+                    where, f"run '{term.run}' does not report {term.metric!r}", allowed=runs[term.run].metrics
+                )
 
 
 def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
@@ -530,13 +571,30 @@ def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key:
     return out
 
 
-def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> None:
+def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[str]:
+    """A ``defaults`` key no run uses is an error (a typo); one that some runs' algorithms do not take is
+    reported: the notes returned name the key and those runs.
+
+    Raises:
+        ConfigError: naming ``{key}.<k>``, with the keys the study's runs use.
+    """
     known = set(RUN_SETTINGS) | {"model"}
     for spec in runs.values():
         known |= set(spec.hyperparameters)
+    notes = []
     for k in defaults:
         if k not in known:
             raise ConfigError(f"{key}.{k}", "no run of this study uses this key", allowed=known)
+        if k in RUN_SETTINGS or k == "model":
+            continue
+        skipped = [label for label, spec in runs.items() if k not in spec.hyperparameters]
+        if skipped:
+            algorithms = sorted({runs[label].algorithm for label in skipped})
+            notes.append(
+                f"{key}.{k}: not used by run(s) {', '.join(skipped)} (algorithm(s) {', '.join(algorithms)} "
+                "take no such hyper-parameter)"
+            )
+    return notes
 
 
 def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:

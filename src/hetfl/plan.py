@@ -1,9 +1,11 @@
 """Cost estimate of a suite's training jobs (e.g. the paper-scale suite) from the measured default suite.
 
-    python -m hetfl.plan --configfile config/paper.yaml [--benchmarks results/benchmarks] [--runs results/runs]
+    python -m hetfl.plan --configfile config/paper.yaml [--select a,b] [--benchmarks results/benchmarks]
+                         [--runs results/runs]
 
-Lists the training jobs the workflow would plan for the suite (``config/config.yaml`` with each
-``--configfile`` merged over it, key by key, as Snakemake does; its ``select``) and estimates their
+Lists the training jobs the workflow would plan for the suite (as Snakemake reads it: the ``--configfile``
+files merged key by key, or ``config/config.yaml`` when none is given; its ``select``, or ``--select``;
+a tuned run's grid points on their tuning seeds too) and estimates their
 cost from the default suite's measured jobs: each finished training job leaves Snakemake's
 ``benchmark:`` table ``results/benchmarks/train/<study>/<run>/seed=<s>.tsv`` (column ``s``: wall
 seconds of the whole job) and its run record ``results/runs/<study>/<run>/seed=<s>/run.json`` (the
@@ -59,6 +61,7 @@ import yaml
 from hetfl.algorithms import get_algorithm
 from hetfl.config import FEDERATION, build_suite
 from hetfl.data import dataset_info
+from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
 
@@ -408,11 +411,11 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
     rows = []
     for name in suite.selected:
         study = suite.studies[name]
-        for label in study.runs:
+        for label in [*study.runs, *study.points]:
             spec = json.loads(study.run_json(label))
             work, env = job_work(spec), environment(spec)
             estimate = fit.estimate(spec["algorithm"], env, work, run_key(spec))
-            for seed in study.seeds:
+            for seed in study.seeds_of(label):
                 rows.append(
                     {
                         "study": name,
@@ -543,19 +546,27 @@ def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hetfl.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--configfile", nargs="*", default=[], help="config files merged over the default config"
+        "--configfile",
+        nargs="*",
+        default=[],
+        help=f"config files, merged in order (default: {DEFAULT_CONFIG}, as the workflow)",
     )
-    parser.add_argument(
-        "--base", default=DEFAULT_CONFIG, help=f"the workflow's config (default {DEFAULT_CONFIG})"
-    )
+    parser.add_argument("--base", help="a config the --configfile files are merged over")
+    parser.add_argument("--select", help="studies to plan, comma-separated (default: the config's select)")
     parser.add_argument(
         "--benchmarks", default="results/benchmarks", help="the measured suite's benchmark folder"
     )
     parser.add_argument("--runs", default="results/runs", help="the measured suite's run records")
     parser.add_argument("--csv", help="also write the per-job table here")
     args = parser.parse_args(argv)
-    config = load_config([args.base, *args.configfile])
-    jobs = report(config, load_measured(args.benchmarks, args.runs))
+    files = [*([args.base] if args.base else []), *args.configfile] or [DEFAULT_CONFIG]
+    config = load_config(files)
+    if args.select:
+        config["select"] = [name for name in args.select.split(",") if name]
+    try:
+        jobs = report(config, load_measured(args.benchmarks, args.runs))
+    except ConfigError as err:
+        raise SystemExit(f"invalid configuration: {err}") from None
     if args.csv:
         jobs.to_csv(args.csv, index=False)
 

@@ -12,6 +12,7 @@ if SRC.is_dir():
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from hetfl.config import build_suite, data_fingerprint, partition_fingerprint, train_fingerprint
@@ -22,6 +23,18 @@ from hetfl.report import figure_about, study_about
 from hetfl.resources import train_resources
 
 
+# profiles/slurm ships placeholders for the site settings: refuse to plan (and so to submit) with them.
+SLURM_PLACEHOLDERS = {"slurm_account": "my_account", "slurm_partition": "my_partition"}
+_defaults = workflow.resource_settings.default_resources
+_given = dict(a.split("=", 1) for a in (_defaults.args or []) if "=" in a) if _defaults else {}
+for _key, _placeholder in SLURM_PLACEHOLDERS.items():
+    if _given.get(_key, "").strip("'\"") == _placeholder:
+        raise WorkflowError(
+            f"default-resources {_key} is still the placeholder {_placeholder!r} of profiles/slurm/config.yaml: "
+            f"set your cluster's (account: sacctmgr show assoc user=$USER format=account; partition: sinfo -s) "
+            f"at the top of that file, or pass --default-resources {_key}=<yours>"
+        )
+
 validate(config, schema="../schemas/config.schema.yaml")
 try:
     SUITE = build_suite(config)
@@ -29,6 +42,8 @@ except ConfigError as err:
     raise WorkflowError(f"invalid configuration: {err}") from None
 
 STUDIES = SUITE.studies
+for note in (n for name in SUITE.selected for n in STUDIES[name].notes):  # what the config leaves unused
+    logger.warning(f"hetfl: {note}")
 DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}  # the others: generated problems
 DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
 PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may override its study's)
