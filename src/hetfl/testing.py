@@ -3,13 +3,14 @@ batched algorithm with its sequential per-client reference loop.
 
 Every algorithm that trains on client data is tested against a plain reference written apart from it
 (``hetfl.reference``: a Python loop over clients, one ``nn.Module`` each). With these helpers the test of
-a new algorithm is a few lines (``docs/guides/adding-an-algorithm.md``)::
+an algorithm is a few lines (``docs/guides/adding-an-algorithm.md`` builds a complete example)::
 
+    from hetfl.reference.fedavg import fedavg
     from hetfl.testing import follow_reference, tiny_federation
 
-    def test_my_algorithm_matches_its_reference():
-        fed = tiny_federation("dnn")
-        follow_reference(fed, "my_fedavg", {"lr": 0.1, "local_steps": 2, "batch_size": 4}, my_fedavg)
+    def test_fedavg_matches_its_reference():
+        hp = {"lr": 0.1, "local_steps": 2, "batch_size": 4, "clients_per_round": 2}
+        follow_reference(tiny_federation("dnn"), "fedavg", hp, fedavg, sampling="sequential", seed=3)
 
 The helpers need no pytest: a mismatch raises ``AssertionError``, which any test runner reports.
 """
