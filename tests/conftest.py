@@ -1,5 +1,8 @@
 """Shared fixtures: tiny federations built directly from arrays (no files, no Snakemake).
 
+``tiny_federation`` lives in ``hetfl.testing`` (public, for the tests of a user's own algorithm); it is
+re-exported here for the tests that import it from ``tests.conftest``.
+
 The tests import the hetfl of this checkout (``src/`` beside ``tests/``), as the workflow does
 (``workflow/rules/common.smk``), whatever hetfl is installed: a second clone tests its own code.
 """
@@ -13,12 +16,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 if str(SRC) not in sys.path[:1]:
     sys.path.insert(0, str(SRC))
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from hetfl.engine.federation import ClientSplit, Federation  # noqa: E402
-from hetfl.models import build_model, normalize_model_spec  # noqa: E402
+from hetfl.testing import tiny_federation  # noqa: E402  (re-exported: tests import it from here)
 
 torch.set_num_threads(1)
 
@@ -41,28 +42,6 @@ TINY_STUDY = {
         "fedavg_ft": {"algorithm": "fedavg_ft", "init_from": "fedavg", "rounds": 2, "finetune_steps": 2},
     },
 }
-
-
-def tiny_federation(
-    model: str = "mlr",
-    sizes: tuple[int, ...] = (7, 12, 3, 9),
-    sample_shape: tuple[int, ...] = (1, 4, 4),
-    classes: int = 3,
-    dtype: torch.dtype = torch.float64,
-    seed: int = 0,
-    split: str = "none",
-) -> Federation:
-    """Clients with unequal sizes (one smaller than a batch), random inputs and labels."""
-    rng = np.random.default_rng(seed)
-
-    def client_split(scale: float):
-        xs = [rng.normal(size=(max(1, int(n * scale)), *sample_shape)).astype(np.float32) for n in sizes]
-        ys = [rng.integers(0, classes, size=len(x)) for x in xs]
-        return ClientSplit(xs, ys, torch.device("cpu"), dtype)
-
-    extra = {"hidden": 5} if model == "dnn" else {"channels": [2, 3], "hidden": 4} if model == "cnn" else {}
-    spec = normalize_model_spec({"name": model, "split": split, "adapter_rank": 2, **extra}, "model")
-    return Federation(client_split(1.0), client_split(0.5), build_model(spec, sample_shape, classes))
 
 
 @pytest.fixture

@@ -1,5 +1,8 @@
 """Checkpoints: every algorithm resumed from a checkpoint continues exactly as if never stopped, and a
-training job killed mid-run resumes from its checkpoint to byte-identical outputs."""
+training job killed mid-run resumes from its checkpoint to byte-identical outputs.
+
+The resume cases reuse the named equivalence cases (their names are the test ids; cases on a generated
+problem are prefixed with the problem's name)."""
 
 from __future__ import annotations
 
@@ -43,54 +46,111 @@ def _problem(spec: dict, seed: int = 1):
     return lambda: build_problem(normalize_problem_spec(spec, "p"), seed, torch.device("cpu"), torch.float64)
 
 
+def _named(*groups: list[tuple[str, tuple]]) -> dict[str, tuple]:
+    """One dict of named cases from lists of ``(name, case)``.
+
+    Raises:
+        ValueError: a name used twice (a dict would silently keep only the last case).
+    """
+    out: dict[str, tuple] = {}
+    for name, case in (pair for group in groups for pair in group):
+        if name in out:
+            raise ValueError(f"checkpoint case {name!r} declared twice")
+        out[name] = case
+    return out
+
+
 QUAD = {"name": "ffgg_quadratic", **QUADRATIC}
-CASES = (  # (name, environment, hyper-parameters, sampling, environment builder)
-    [(n, FEDERATION, hp, s, _federation()) for n, hp, s in personal.CASES[:5]]
-    + [(n, FEDERATION, hp, "epoch", _federation(split)) for n, hp, split in personal.PERSONALIZED]
-    + [(n, FEDERATION, {**minimax.BASE, **hp}, s, _federation()) for n, hp, s in minimax.DATA_CASES]
-    + [(n, FEDERATION, {**collab.OPT, **hp}, "epoch", _federation()) for n, hp in collab.CASES]
-    + [
+PERSONAL = (
+    "fedavg-sampled-epoch",
+    "fedavg-weighted-replacement",
+    "local-epoch",
+    "local-sequential",
+    "pfedme-epoch",
+)
+CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, environment builder)
+    [(c, (n, FEDERATION, hp, s, _federation())) for c in PERSONAL for n, hp, s in [personal.CASES[c]]],
+    [
+        (c, (n, FEDERATION, hp, "epoch", _federation(split)))
+        for c, (n, hp, split) in personal.PERSONALIZED.items()
+    ],
+    [
+        (c, (n, FEDERATION, {**minimax.BASE, **hp}, s, _federation()))
+        for c, (n, hp, s) in minimax.DATA_CASES.items()
+    ],
+    [
+        (c, (n, FEDERATION, {**collab.OPT, **hp}, "epoch", _federation()))
+        for c, (n, hp) in collab.CASES.items()
+    ],
+    [
         (
-            n,
-            "quadratic_game",
-            {"lr_x": 0.05, "lr_y": 0.05, "tau_min": 1, "tau_max": 4, **hp},
-            "epoch",
-            _problem({**minimax.GAME, **problem}),
+            f"quadratic_game-{c}",
+            (
+                n,
+                "quadratic_game",
+                {"lr_x": 0.05, "lr_y": 0.05, "tau_min": 1, "tau_max": 4, **hp},
+                "epoch",
+                _problem({**minimax.GAME, **problem}),
+            ),
         )
-        for n, hp, problem in minimax.GAME_CASES
-    ]
-    + [
+        for c, (n, hp, problem) in minimax.GAME_CASES.items()
+    ],
+    [
         (
-            "ffgg",
-            "ffgg_quadratic",
-            {"fine_tuner": "cg", "local_steps": 3, "clients_per_round": 2},
-            "epoch",
-            _problem(QUAD),
+            "ffgg_quadratic-ffgg-cg",
+            (
+                "ffgg",
+                "ffgg_quadratic",
+                {"fine_tuner": "cg", "local_steps": 3, "clients_per_round": 2},
+                "epoch",
+                _problem(QUAD),
+            ),
         ),
-        ("ffgg_async", "ffgg_quadratic", {"fine_tuner": "gd", "local_steps": 3}, "epoch", _problem(QUAD)),
         (
-            "ffgg_byzantine",
-            "ffgg_quadratic",
-            {"byzantine": 1, "aggregator": "cm", "bucket_size": 2, "fine_tuner": "exact"},
-            "epoch",
-            _problem(QUAD),
+            "ffgg_quadratic-ffgg_async-gd",
+            ("ffgg_async", "ffgg_quadratic", {"fine_tuner": "gd", "local_steps": 3}, "epoch", _problem(QUAD)),
         ),
-        ("l2gd", "ffgg_quadratic", {}, "epoch", _problem(QUAD)),
-        ("local_gd", "ffgg_quadratic", {"local_steps": 3}, "epoch", _problem(QUAD)),
-        ("scaffold", "ffgg_quadratic", {"local_steps": 3, "clients_per_round": 3}, "epoch", _problem(QUAD)),
         (
-            "sufficient_cluster_size",
-            "sufficient_cluster",
-            {},
-            "epoch",
-            _problem({"name": "sufficient_cluster", "num_clients": 6, "dimension": 3}),
+            "ffgg_quadratic-ffgg_byzantine-cm",
+            (
+                "ffgg_byzantine",
+                "ffgg_quadratic",
+                {"byzantine": 1, "aggregator": "cm", "bucket_size": 2, "fine_tuner": "exact"},
+                "epoch",
+                _problem(QUAD),
+            ),
         ),
-    ]
+        ("ffgg_quadratic-l2gd", ("l2gd", "ffgg_quadratic", {}, "epoch", _problem(QUAD))),
+        (
+            "ffgg_quadratic-local_gd",
+            ("local_gd", "ffgg_quadratic", {"local_steps": 3}, "epoch", _problem(QUAD)),
+        ),
+        (
+            "ffgg_quadratic-scaffold-sampled",
+            (
+                "scaffold",
+                "ffgg_quadratic",
+                {"local_steps": 3, "clients_per_round": 3},
+                "epoch",
+                _problem(QUAD),
+            ),
+        ),
+        (
+            "sufficient_cluster-sufficient_cluster_size",
+            (
+                "sufficient_cluster_size",
+                "sufficient_cluster",
+                {},
+                "epoch",
+                _problem({"name": "sufficient_cluster", "num_clients": 6, "dimension": 3}),
+            ),
+        ),
+    ],
 )
 
 
 def test_every_algorithm_has_a_resume_case():
-    covered = {(name, env) for name, env, *_ in CASES}
+    covered = {(name, env) for name, env, *_ in CASES.values()}
     missing = {(n, e) for n, impls in registry().items() for e in impls} - covered
     assert not missing, f"add a checkpoint case for {sorted(missing)}"
 
@@ -111,7 +171,7 @@ def _assert_same_rows(got, want):
 
 
 @pytest.mark.parametrize(
-    "name,environment,hp,sampling,make", CASES, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(CASES)]
+    "name,environment,hp,sampling,make", [pytest.param(*c, id=i) for i, c in CASES.items()]
 )
 def test_resumed_algorithm_continues_exactly(name, environment, hp, sampling, make, tmp_path):
     cls = get_algorithm(name, environment=environment)

@@ -1,4 +1,8 @@
-"""Every batched algorithm matches its sequential per-client reference loop on a tiny problem."""
+"""Every batched algorithm matches its sequential per-client reference loop on a tiny problem.
+
+Cases are named (``CASES["pfedme-epoch"]``): tests select them by name, so adding a case changes no
+other test, and the names are the test ids.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,31 @@ import pytest
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.engine.participation import participation_schedule
 from hetfl.reference import REFERENCES
-from tests.conftest import tiny_federation
+from hetfl.testing import follow_reference, tiny_federation
 
 ROUNDS = 3
 
-CASES = [
-    ("fedavg", {"lr": 0.1, "local_steps": 3, "batch_size": 4, "clients_per_round": 2}, "epoch"),
-    ("fedavg", {"lr": 0.1, "local_steps": 2, "batch_size": 5, "client_weights": "samples"}, "replacement"),
-    ("local", {"lr": 0.2, "local_steps": 3, "batch_size": 4}, "epoch"),
-    ("local", {"lr": 0.2, "local_steps": 2, "batch_size": 8}, "sequential"),
-    (
+
+def params(cases: dict[str, tuple], *names: str) -> list:
+    """``pytest.param`` of the named cases (all of them without names), each with its name as id."""
+    return [pytest.param(*cases[n], id=n) for n in names or cases]
+
+
+CASES = {  # name -> (algorithm, hyper-parameters, sampling)
+    "fedavg-sampled-epoch": (
+        "fedavg",
+        {"lr": 0.1, "local_steps": 3, "batch_size": 4, "clients_per_round": 2},
+        "epoch",
+    ),
+    "fedavg-weighted-replacement": (
+        "fedavg",
+        {"lr": 0.1, "local_steps": 2, "batch_size": 5, "client_weights": "samples"},
+        "replacement",
+    ),
+    "local-epoch": ("local", {"lr": 0.2, "local_steps": 3, "batch_size": 4}, "epoch"),
+    "local-sequential": ("local", {"lr": 0.2, "local_steps": 2, "batch_size": 8}, "sequential"),
+    "pfedme-epoch": (
         "pfedme",
         {
             "lr": 0.05,
@@ -31,7 +48,7 @@ CASES = [
         },
         "epoch",
     ),
-    (
+    "pfedme-ridge-local-init-sequential": (
         "pfedme",
         {
             "lr": 0.05,
@@ -47,7 +64,7 @@ CASES = [
         },
         "sequential",
     ),
-    (
+    "pfedme-train-sampled": (
         "pfedme",
         {
             "lr": 0.05,
@@ -61,53 +78,24 @@ CASES = [
         },
         "epoch",
     ),
-]
-
-
-def _assert_same(batched: dict, reference: dict, model: str, num_clients: int, atol: float):
-    params = batched[model]
-    ref = reference[model]
-    if isinstance(ref, dict):  # a shared model
-        for k, v in ref.items():
-            torch.testing.assert_close(params[k][0], v, atol=atol, rtol=0)
-    else:
-        assert len(ref) == num_clients
-        for i, state in enumerate(ref):
-            for k, v in state.items():
-                torch.testing.assert_close(params[k][i], v, atol=atol, rtol=0)
-
-
-def _follow_reference(fed, name, hp, sampling, seed, atol, configure=None):
-    """Run algorithm ``name`` and its per-client reference for ROUNDS rounds on ``fed``; after every
-    round, every model the reference yields equals the batched one within ``atol``."""
-    cls = get_algorithm(name)
-    params = cls.Hyperparameters.from_dict(hp, "test")
-    algorithm = cls(fed, params, seed, sampling)
-    if configure is not None:
-        configure(algorithm)
-    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, seed)
-    reference = REFERENCES[name](fed, params, seed, schedule, sampling)
-    for t in range(1, ROUNDS + 1):
-        algorithm.round(t, schedule[t - 1])
-        ref = next(reference)
-        models = algorithm.eval_models()
-        for model_name in ref:
-            _assert_same(models, ref, model_name, fed.num_clients, atol=atol)
+}
+PFEDME = ("pfedme-epoch", "pfedme-ridge-local-init-sequential", "pfedme-train-sampled")
 
 
 @pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
-@pytest.mark.parametrize("name,hp,sampling", CASES)
+@pytest.mark.parametrize("name,hp,sampling", params(CASES))
 def test_batched_matches_reference(name, hp, sampling, model):
-    _follow_reference(tiny_federation(model), name, hp, sampling, seed=3, atol=1e-10)
+    follow_reference(
+        tiny_federation(model), name, hp, REFERENCES[name], sampling=sampling, seed=3, rounds=ROUNDS
+    )
 
 
 @pytest.mark.parametrize("carry", [True, False])
 @pytest.mark.parametrize("model", ["mlr", "dnn"])
-@pytest.mark.parametrize("case", [4, 5, 6])
-def test_pfedme_carried_input_product_matches_reference(case, model, carry, monkeypatch):
+@pytest.mark.parametrize("name,hp,sampling", params(CASES, *PFEDME))
+def test_pfedme_carried_input_product_matches_reference(name, hp, sampling, model, carry, monkeypatch):
     """pFedMe's inner solver carrying W·x across the K steps (and the plain one) equals the reference,
     with padded minibatches, the inner ridge term and both inner initializations."""
-    name, hp, sampling = CASES[case]
     fed = tiny_federation(model)
     calls = []
     preact = fed.model.loss_grads_preact
@@ -116,14 +104,16 @@ def test_pfedme_carried_input_product_matches_reference(case, model, carry, monk
     def configure(algorithm):
         algorithm.carry_input_product = carry
 
-    _follow_reference(fed, name, hp, sampling, seed=3, atol=1e-10, configure=configure)
+    follow_reference(
+        fed, name, hp, REFERENCES[name], sampling=sampling, seed=3, rounds=ROUNDS, configure=configure
+    )
     assert bool(calls) == carry
 
 
 def test_pfedme_carries_the_input_product_where_cheaper():
     fed = tiny_federation("dnn", sample_shape=(1, 8, 8))  # out 5, in 64
     cls = get_algorithm("pfedme")
-    hp = dict(CASES[4][1])
+    hp = dict(CASES["pfedme-epoch"][1])
     algorithm = cls(fed, cls.Hyperparameters.from_dict({**hp, "K": 5}, "t"), 0, "epoch")
     batch = fed.batch(algorithm.sampler, fed.all_clients())  # B = 4: 3·5·4 + 16 < 10·5·4
     assert algorithm._carry_input_product(batch)
@@ -134,18 +124,19 @@ def test_pfedme_carries_the_input_product_where_cheaper():
     assert not algorithm._carry_input_product(cnn.batch(algorithm.sampler, cnn.all_clients()))
 
 
-@pytest.mark.parametrize("name,hp,sampling", CASES[:1] + CASES[4:5])
+@pytest.mark.parametrize("name,hp,sampling", params(CASES, "fedavg-sampled-epoch", "pfedme-epoch"))
 def test_float32_matches_reference(name, hp, sampling):
-    _follow_reference(tiny_federation("dnn", dtype=torch.float32), name, hp, sampling, seed=0, atol=1e-5)
+    fed = tiny_federation("dnn", dtype=torch.float32)
+    follow_reference(fed, name, hp, REFERENCES[name], sampling=sampling, seed=0, rounds=ROUNDS, atol=1e-5)
 
 
-PERSONALIZED = [
-    (
+PERSONALIZED = {  # name -> (algorithm, hyper-parameters, model split); minibatches: epoch
+    "perfedavg-fo": (
         "perfedavg",
         {"lr": 0.1, "beta": 0.05, "local_steps": 2, "batch_size": 4, "clients_per_round": 2},
         "none",
     ),
-    (
+    "perfedavg-hf-weighted": (
         "perfedavg",
         {
             "lr": 0.1,
@@ -158,7 +149,7 @@ PERSONALIZED = [
         },
         "none",
     ),
-    (
+    "perfedavg-sequential-official": (
         "perfedavg",
         {
             "lr": 0.1,
@@ -170,12 +161,12 @@ PERSONALIZED = [
         },
         "none",
     ),
-    (
+    "fedavg_ft-all": (
         "fedavg_ft",
         {"lr": 0.1, "local_steps": 2, "batch_size": 4, "clients_per_round": 3, "finetune_steps": 3},
         "none",
     ),
-    (
+    "fedavg_ft-personal-output": (
         "fedavg_ft",
         {
             "lr": 0.1,
@@ -187,7 +178,7 @@ PERSONALIZED = [
         },
         "output",
     ),
-    (
+    "ffgg-output": (
         "ffgg",
         {
             "lr_theta": 0.2,
@@ -199,7 +190,7 @@ PERSONALIZED = [
         },
         "output",
     ),
-    (
+    "ffgg-local-theta-steps-input": (
         "ffgg",
         {
             "lr_theta": 0.05,
@@ -213,7 +204,7 @@ PERSONALIZED = [
         },
         "input",
     ),
-    (
+    "ffgg-initial-adapter": (
         "ffgg",
         {
             "lr_theta": 0.1,
@@ -225,7 +216,7 @@ PERSONALIZED = [
         },
         "adapter",
     ),
-    (
+    "fedalt-output": (
         "fedalt",
         {
             "lr": 0.1,
@@ -237,7 +228,7 @@ PERSONALIZED = [
         },
         "output",
     ),
-    (
+    "fedalt-stateful-adapter": (
         "fedalt",
         {
             "lr": 0.1,
@@ -250,12 +241,12 @@ PERSONALIZED = [
         },
         "adapter",
     ),
-    (
+    "fedsim-input": (
         "fedsim",
         {"lr": 0.1, "local_steps": 2, "batch_size": 4, "clients_per_round": 3, "finetune_steps": 2},
         "input",
     ),
-    (
+    "fedsim-stateful-output": (
         "fedsim",
         {
             "lr": 0.1,
@@ -267,7 +258,8 @@ PERSONALIZED = [
         },
         "output",
     ),
-    (  # the official evaluation's test batches 2t, 2t + 1 cycle through 1 to 3 batches per client (B = 2)
+    # the official evaluation's test batches 2t, 2t + 1 cycle through 1 to 3 batches per client (B = 2)
+    "perfedavg-official-test-batches": (
         "perfedavg",
         {
             "lr": 0.1,
@@ -280,22 +272,13 @@ PERSONALIZED = [
         },
         "none",
     ),
-]
+}
 
 
 @pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
-@pytest.mark.parametrize("name,hp,split", PERSONALIZED)
+@pytest.mark.parametrize("name,hp,split", params(PERSONALIZED))
 def test_personalized_batched_matches_reference(name, hp, split, model):
     if model == "mlr" and split in ("input", "output") and name != "fedavg_ft":
         pytest.skip("a one-layer model has no global part under this split (rejected by the config)")
     fed = tiny_federation(model, split=split)
-    cls = get_algorithm(name)
-    params = cls.Hyperparameters.from_dict(hp, "test")
-    algorithm = cls(fed, params, 5, "epoch")
-    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 5)
-    reference = REFERENCES[name](fed, params, 5, schedule, "epoch")
-    for t in range(1, ROUNDS + 1):
-        algorithm.round(t, schedule[t - 1])
-        ref = next(reference)
-        for model_name in ref:
-            _assert_same(algorithm.eval_models(), ref, model_name, fed.num_clients, atol=1e-10)
+    follow_reference(fed, name, hp, REFERENCES[name], sampling="epoch", seed=5, rounds=ROUNDS)
