@@ -1,0 +1,118 @@
+"""The client optimizer shared by every algorithm that takes local steps: SGD with momentum, weight decay,
+gradient clipping and a learning-rate schedule, for C stacked client models at once.
+
+One step of client c, as PyTorch does it for one model (``loss.backward()``;
+``torch.nn.utils.clip_grad_norm_(params, clip_norm)``; ``torch.optim.SGD(lr, momentum, dampening=0,
+weight_decay, nesterov=False).step()``):
+
+    g ← g · min(1, clip_norm / (‖g‖ + 1e-6))     ‖g‖: the L2 norm over all the client's parameters
+    g ← g + weight_decay · w
+    b ← momentum · b + g                            (b = g at the first step after a reset)
+    w ← w − lr_t · b
+
+and the learning rate of round t (1-based) follows ``lr_schedule`` (``hetfl.algorithms.hyperparameters``):
+``constant``; ``step``, lr · lr_gamma^⌊(t − 1)/lr_step_size⌋ (``StepLR`` stepped once per round);
+``cosine``, lr_min + (lr − lr_min)(1 + cos(π (t − 1)/T))/2 over the run's T rounds (``CosineAnnealingLR``,
+``T_max = T``, stepped once per round). With the defaults (no momentum, weight decay, clipping or schedule)
+a step is ``w ← w − lr · g``, exactly the plain SGD the papers' algorithms take.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from hetfl.engine.params import Params
+
+SCHEDULES = ("constant", "step", "cosine")
+
+
+def scheduled_lr(lr: float, t: int, hp: Any, rounds: int | None = None) -> float:
+    """The learning rate ``lr`` at round ``t`` (1-based) under ``hp``'s ``lr_schedule``.
+
+    Args:
+        hp: hyper-parameters with ``lr_schedule`` and its options (absent: constant).
+        rounds: T, the run's rounds (the cosine schedule needs it).
+
+    Raises:
+        ValueError: a cosine schedule without ``rounds``.
+    """
+    schedule = getattr(hp, "lr_schedule", "constant")
+    if schedule == "step":
+        return lr * hp.lr_gamma ** ((t - 1) // hp.lr_step_size)
+    if schedule == "cosine":
+        if not rounds:
+            raise ValueError("the cosine learning-rate schedule needs the run's number of rounds")
+        return hp.lr_min + (lr - hp.lr_min) * (1.0 + math.cos(math.pi * (t - 1) / rounds)) / 2.0
+    return lr
+
+
+class ClientOptimizer:
+    """SGD with momentum, weight decay and gradient clipping for ``[C, ...]`` stacked client models.
+
+    Args:
+        hp: hyper-parameters with ``momentum``, ``weight_decay``, ``clip_norm`` (absent: 0, 0, None).
+        template: parameters ``[C, ...]`` of the C models it will update (shapes of the momentum buffers).
+        keys: the parameters it updates (default: all of ``template``).
+
+    The momentum buffers start at zero (PyTorch's first step, b = g); :meth:`reset` zeroes them (a client
+    that starts a new round from the server's model). They are part of the algorithm's state (checkpoints).
+    """
+
+    def __init__(self, hp: Any, template: Params, keys: list[str] | None = None):
+        self.momentum = float(getattr(hp, "momentum", 0.0))
+        self.weight_decay = float(getattr(hp, "weight_decay", 0.0))
+        self.clip_norm = getattr(hp, "clip_norm", None)
+        self.keys = list(template) if keys is None else list(keys)
+        self.buf = {k: torch.zeros_like(template[k]) for k in self.keys} if self.momentum else None
+
+    @property
+    def plain(self) -> bool:
+        """True when a step is plain SGD (no momentum, weight decay or clipping)."""
+        return not self.momentum and not self.weight_decay and self.clip_norm is None
+
+    def reset(self) -> None:
+        """Zero the momentum buffers."""
+        if self.buf is not None:
+            torch._foreach_zero_(list(self.buf.values()))
+
+    @torch.no_grad()
+    def clip(self, grads: Params) -> Params:
+        """Scale each client's gradient ``[C, ...]`` (over ``keys``) to L2 norm at most ``clip_norm``, in place
+        (``clip_grad_norm_``: factor min(1, clip_norm / (‖g‖ + 1e-6)))."""
+        if self.clip_norm is None:
+            return grads
+        g = [grads[k] for k in self.keys]
+        norms = torch.stack([v.reshape(len(v), -1).pow(2).sum(1) for v in g]).sum(0).sqrt()  # [C]
+        factor = (self.clip_norm / (norms + 1e-6)).clamp(max=1.0)
+        for v in g:
+            v.mul_(factor.reshape(-1, *([1] * (v.dim() - 1))).to(v.dtype))
+        return grads
+
+    @torch.no_grad()
+    def step(self, params: Params, grads: Params, lr: float) -> Params:
+        """One step of every client: ``params [C, ...]`` updated in place (only ``keys``) with ``grads
+        [C, ...]`` (consumed: modified in place) at learning rate ``lr``; returns ``params``."""
+        self.clip(grads)
+        p, g = [params[k] for k in self.keys], [grads[k] for k in self.keys]
+        if self.weight_decay:
+            torch._foreach_add_(g, p, alpha=self.weight_decay)
+        if self.buf is not None:
+            buf = [self.buf[k] for k in self.keys]
+            torch._foreach_mul_(buf, self.momentum)
+            torch._foreach_add_(buf, g)
+            g = buf
+        torch._foreach_add_(p, g, alpha=-lr)
+        return params
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The momentum buffers (empty without momentum)."""
+        return {} if self.buf is None else {k: v.clone() for k, v in self.buf.items()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        if self.buf is not None:
+            for k, v in state.items():
+                self.buf[k].copy_(v)
