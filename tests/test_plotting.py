@@ -367,6 +367,8 @@ def test_fit_ylim():
     assert fit_ylim([(rounds, np.full(11, np.nan))]) is None
     low, high = fit_ylim([(rounds, np.full(11, 0.5))])  # flat: still a range
     assert low < 0.5 < high
+    converged = (rounds, np.r_[0.2, 0.6, np.ones(9)])  # a flat late phase: the rise is shown
+    assert fit_ylim([converged, converged], late=0.5)[0] < 0.2
 
 
 def test_axis_label():

@@ -379,7 +379,7 @@ def fit_ylim(
             decades spanned.
         late: fit the late phase only: each curve's points with ``round >= first + (1 - late) * (last -
             first)`` of its own finite rounds (a curve that stopped early is fit by its own late
-            phase); None: every point.
+            phase); None: every point, as when the late phase is flat (every curve at one value).
         percent: values are percentages: the range does not reach below 0 or above 100 unless the
             values do (a curve at 100 % keeps its margin).
 
@@ -398,6 +398,8 @@ def fit_ylim(
     if not values.size:
         return None
     lo, hi = float(values.min()), float(values.max())
+    if late is not None and hi - lo <= 1e-9 * max(abs(lo), abs(hi)):
+        return fit_ylim(curves, log, None, percent)  # a flat late phase: show how it was reached
     if log:
         a, b = math.log10(lo), math.log10(hi)
         pad = max(0.05 * (b - a), 0.02)
@@ -549,6 +551,8 @@ def plot_figure(
         )
     labels = run_labels(long, fig, status)
     counts = _diverged(selected, status).reindex(list(labels), fill_value=0)
+    seeds = selected.groupby("run")["seed"].nunique().reindex(list(labels))
+    counts["n"] = counts["n"].where(counts["n"] > 0, seeds)  # a run the status table lacks
     if counts["n"].nunique() > 1:  # runs differ in seeds: each label gives its own count
         for run in labels:
             k, n = counts.loc[run, "k"], counts.loc[run, "n"]
@@ -581,16 +585,17 @@ def plot_figure(
         handles = [Line2D([], [], label=label, **style) for label, style in styles.items()]
         note = seeds_note(counts["n"].tolist())
         if clipped:
-            note += f"\ny-axis fit to the last {'half' if LATE_FRACTION == 0.5 else 'part'} of the rounds"
-            note += " (earlier values lie outside)"
+            part = "half" if LATE_FRACTION == 0.5 else f"{LATE_FRACTION:.0%}"
+            note += f"\ny-axis fit to the last {part} of the rounds (earlier values lie outside)"
         width = figure.bbox.width * 0.98
-        legend = None
-        for ncol in range(len(handles), 0, -1):
-            rows = math.ceil(len(handles) / ncol)
+        for rows in range(1, len(handles) + 1):  # the fewest rows that fit the width, columns balanced
+            ncol = math.ceil(len(handles) / rows)
+            if rows > 1 and ncol == math.ceil(len(handles) / (rows - 1)):
+                continue  # the same layout as one row fewer
             legend = figure.legend(
                 handles=handles,
                 loc="outside lower center",
-                ncol=math.ceil(len(handles) / rows),
+                ncol=ncol,
                 frameon=False,
                 title=note,
                 columnspacing=1.2,
