@@ -754,7 +754,8 @@ def plot_heatmap(
 ) -> Figure:
     """Draw recorded N×N matrices (e.g. All-for-one's α_ik) as heatmaps: a row of panels per run, one panel
     per requested round; rows i (the client) and columns k, clients ordered by ground-truth cluster (then
-    index) when the run recorded ``cluster``, with the cluster boundaries drawn.
+    index) when the run recorded ``cluster``, with the cluster boundaries drawn. The title is wrapped to the
+    figure's width.
 
     Args:
         fig: a ``kind: heatmap`` figure from :func:`normalize_figures`.
