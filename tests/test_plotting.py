@@ -294,7 +294,9 @@ def test_a_diverged_seed_does_not_stretch_the_range(grid, tmp_path):
 def test_log_axes(grid, tmp_path):
     both = ["train_loss_global", "train_loss_personal", "test_acc_personal"]
     scales = [ax.get_yscale() for ax in grid_figure(grid, tmp_path, metrics=both).axes]
-    assert scales == ["log", "linear", "linear"]  # auto: only the loss spanning 2.5 decades
+    assert scales == ["log", "log", "linear"]  # auto: a loss spans 2.5 decades: the losses on log axes
+    scales = [ax.get_yscale() for ax in grid_figure(grid, tmp_path, metrics=both[1:]).axes]
+    assert scales == ["linear", "linear"]  # a loss spanning less than 2 decades, an accuracy
     scales = [ax.get_yscale() for ax in grid_figure(grid, tmp_path, metrics=both, logy=True).axes]
     assert scales == ["log", "log", "log"]  # an explicit logy keeps its look
     scales = [ax.get_yscale() for ax in grid_figure(grid, tmp_path, metrics=both, logy=False).axes]

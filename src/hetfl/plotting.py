@@ -480,13 +480,14 @@ def _title(prefix: str, fig: dict) -> str:
 
 def _log_ticks(ax, low: float, high: float, percent: bool) -> None:
     """Plain tick labels on a log axis where matplotlib's powers of ten read badly: one spanning less
-    than a decade (ticks at round values; matplotlib would label a few minor ticks as 9×10^1) and a
-    percentage (10, 20, 50, 100 rather than 10^1, 10^2)."""
+    than a decade (ticks at round values; matplotlib would label a few minor ticks as 9×10^1), less
+    than two decades (0.2, 0.5, 1, 2 rather than 2×10^-1 ... 2×10^0) and a percentage (10, 20, 50, 100
+    rather than 10^1, 10^2)."""
     from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
 
     if high / low < 10:
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
-    elif percent:
+    elif percent or high / low < 100:
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     else:
         return
@@ -520,8 +521,9 @@ def plot_figure(
     curves of the seeds that did not diverge (a blown-up seed does not flatten the others): on a
     linear axis against rounds with ``yfit: late``, each run's last ``LATE_FRACTION`` of rounds
     (the legend then says so when earlier values fall outside), else every point. ``logy: auto``
-    draws a loss (:func:`is_loss`) on a log axis when its curves span ``AUTO_LOG_DECADES`` decades
-    and no ``ylim`` is given. The title is wrapped to the figure's width.
+    draws the losses (:func:`is_loss`) of a figure on log axes when the curves of one span
+    ``AUTO_LOG_DECADES`` decades (a loss with a ``ylim``, or not positive, stays linear). The title
+    is wrapped to the figure's width.
 
     Args:
         long: the tidy table of :func:`hetfl.aggregate.load_runs`.
@@ -579,9 +581,13 @@ def plot_figure(
         FigureCanvasAgg(figure)
         renderer = figure.canvas.get_renderer()
         axes = figure.subplots(1, n_panels, squeeze=False)[0]
+        panels = {
+            metric: _panel_curves(data[data["metric"] == metric], metric, x) for metric in fig["metrics"]
+        }
+        logs = _panel_logs(fig, panels)
         clipped = False
         for ax, metric in zip(axes, fig["metrics"], strict=True):
-            clipped |= _draw_panel(ax, data[data["metric"] == metric], fig, metric, x, styles)
+            clipped |= _draw_panel(ax, panels[metric], fig, metric, x, styles, logs[metric])
         handles = [Line2D([], [], label=label, **style) for label, style in styles.items()]
         note = seeds_note(counts["n"].tolist())
         if clipped:
@@ -618,9 +624,40 @@ def plot_figure(
     return figure
 
 
-def _draw_panel(ax, panel: pd.DataFrame, fig: dict, metric: str, x: str, styles: dict) -> bool:
-    """Draw one metric's curves on ``ax`` (see :func:`plot_figure`); returns whether the late-phase
-    y-range leaves some of the curves outside."""
+def _panel_curves(panel: pd.DataFrame, metric: str, x: str) -> tuple[pd.DataFrame, dict, dict]:
+    """A panel's rows (an accuracy in %), its drawn curves (every seed) and the curves its y-range
+    fits (the seeds that did not diverge; every seed when all did): see :func:`_curves`."""
+    if is_accuracy(metric):
+        panel = panel.assign(value=100.0 * panel["value"])
+    curves = _curves(panel, "round" if x == "round" else "_x")
+    fit = _curves(panel[panel["healthy"]], "round" if x == "round" else "_x") or curves
+    return panel, curves, fit
+
+
+def _panel_logs(fig: dict, panels: dict[str, tuple]) -> dict[str, bool]:
+    """Whether each panel has a log axis: as ``logy`` says, and with ``auto``, the loss panels without
+    a ``ylim`` whose curves are positive, all of them when one spans ``AUTO_LOG_DECADES`` (the losses
+    of a figure share their kind of axis)."""
+    decided = {metric: log_panel(fig, metric) for metric in panels}
+    auto = [
+        metric
+        for metric, (_, _, fit) in panels.items()
+        if decided[metric] is None
+        and _explicit_ylim(fig, metric) is None
+        and is_loss(metric)
+        and fit
+        and all((c["mean"].dropna() > 0).all() for c in fit.values())
+    ]
+    wide = any(_spans_decades(panels[metric][2]) for metric in auto)
+    return {
+        metric: bool(log) if log is not None else wide and metric in auto for metric, log in decided.items()
+    }
+
+
+def _draw_panel(ax, panel: tuple, fig: dict, metric: str, x: str, styles: dict, log: bool) -> bool:
+    """Draw one metric's curves (``panel``: :func:`_panel_curves`) on ``ax`` (see :func:`plot_figure`);
+    returns whether the late-phase y-range leaves some of the curves outside."""
+    panel, curves, fit = panel
     percent = is_accuracy(metric)
     ax.set_xlabel("Round" if x == "round" else axis_label(x, unit=False))
     ax.set_ylabel(axis_label(metric))
@@ -628,14 +665,7 @@ def _draw_panel(ax, panel: pd.DataFrame, fig: dict, metric: str, x: str, styles:
     if panel.empty:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center")
         return False
-    if percent:
-        panel = panel.assign(value=100.0 * panel["value"])
-    curves = _curves(panel, "round" if x == "round" else "_x")
-    fit = _curves(panel[panel["healthy"]], "round" if x == "round" else "_x") or curves
     explicit = _explicit_ylim(fig, metric)
-    log = log_panel(fig, metric)
-    if log is None:
-        log = explicit is None and is_loss(metric) and _spans_decades(fit)
     for i, (label, style) in enumerate((k, v) for k, v in styles.items() if k in curves):
         curve = curves[label]
         step = max(1, math.ceil(len(curve) / MARKERS_PER_LINE))
