@@ -1,4 +1,5 @@
-"""Stage `figure`: one figure of a study (seaborn; mean over seeds with a ±1 sd band)."""
+"""Stage `figure`: one figure of a study (mean over seeds with a ±1 sd band, or recorded matrices as
+heatmaps), drawn for print by :func:`hetfl.plotting.draw` as a PNG and a PDF."""
 
 import json
 
