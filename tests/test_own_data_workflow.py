@@ -4,7 +4,6 @@ jobs; adding an algorithm module and a dataset module changes no existing job's 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from tests.test_data_user_files import write_leaf, write_npz
-from tests.test_workflow import planned
+from tests.workflow_repo import copy_repo, planned, snakemake
 
 pytestmark = pytest.mark.workflow
 
-REPO = Path(__file__).resolve().parents[1]
 COMMON = {
     "model": {"name": "mlr"},
     "rounds": 2,
@@ -44,25 +41,9 @@ STUDIES = {
 }
 
 
-def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=cwd, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("own")
-    for name in ("Snakefile", "workflow", "profiles", "src"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, root / name)
-    (root / "config").mkdir()
-    (root / "config/config.yaml").write_text(yaml.safe_dump({"studies": STUDIES}))
+    root = copy_repo(tmp_path_factory.mktemp("own"), {"studies": STUDIES})
     (root / "userdata/leaf").mkdir(parents=True)
     write_npz(root / "userdata/mine.npz", per_client=20)
     write_leaf(root / "userdata/leaf")

@@ -12,16 +12,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from hetfl.report import claims_page, paper_references, study_paper, summary_page
 from tests.conftest import TINY_STUDY
-from tests.test_workflow import snakemake
+from tests.workflow_repo import copy_repo, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "pfedme_tiny"  # the prefix names the paper (hetfl.report.PAPERS)
@@ -66,13 +64,7 @@ def embedded(result: dict) -> bytes:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> str:
     """The report of a copy of the workflow with the tiny study as its config, after one full run."""
-    root = tmp_path_factory.mktemp("report")
-    for name in ("Snakefile", "workflow", "src"):
-        src = REPO / name
-        copy = shutil.copytree if src.is_dir() else shutil.copy
-        copy(src, root / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
-    (root / "config").mkdir()
-    (root / "config" / "config.yaml").write_text(yaml.safe_dump({"studies": {NAME: STUDY}}))
+    root = copy_repo(tmp_path_factory.mktemp("report"), {"studies": {NAME: STUDY}})
     snakemake(root)
     snakemake(root, "--report", "results/report.html")
     return (root / "results" / "report.html").read_text(encoding="utf-8")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from hetfl.config import build_suite
 from hetfl.resources import train_resources
 from tests.conftest import TINY_STUDY
 from tests.quadratic_helpers import TINY as QUADRATIC
+from tests.workflow_repo import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS_MLR = 8 * 8 * 10 + 10  # digits are 8×8 images of 10 classes
@@ -92,16 +92,12 @@ def test_a_generated_problem_counts_a_fixed_size():
 def dry_run(tmp_path_factory) -> str:
     """A dry run of the slurm profile on the tiny study, one run on CUDA, in a copy of the repository."""
     pytest.importorskip("snakemake_executor_plugin_slurm", reason="pip install -e '.[test]' installs it")
-    root = tmp_path_factory.mktemp("dry")
-    for name in ("Snakefile", "workflow", "profiles", "src"):
-        src = REPO / name
-        copy = shutil.copytree if src.is_dir() else shutil.copy
-        copy(src, root / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
     runs = {**TINY_STUDY["runs"], "fedavg": {"algorithm": "fedavg", "device": "cuda"}}
-    (root / "config").mkdir()
-    (root / "config/config.yaml").write_text(
-        yaml.safe_dump({"studies": {"tiny": {**TINY_STUDY, "runs": runs}}})
-    )
+    root = copy_repo(tmp_path_factory.mktemp("dry"), {"studies": {"tiny": {**TINY_STUDY, "runs": runs}}})
+    profile = root / "profiles/slurm/config.yaml"  # a site's settings instead of the refused placeholders
+    settings = yaml.safe_load(profile.read_text())
+    settings["default-resources"].update(slurm_account="lab", slurm_partition="batch")
+    profile.write_text(yaml.safe_dump(settings, sort_keys=False))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "-n"],
         cwd=root,
@@ -122,4 +118,4 @@ def test_the_slurm_profile_gives_training_jobs_their_resources(dry_run):
         assert f"gpu={int(run == 'fedavg')}" in res.split(", "), res
         assert f"runtime={resources.RUNTIME_FLOOR}" in res.split(", ")
         assert f"mem_mb={resources.MEM_FLOOR_MB}" in res.split(", ")
-        assert "slurm_account=my_account" in res and "slurm_partition=my_partition" in res
+        assert "slurm_account=lab" in res and "slurm_partition=batch" in res

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import workflow_repo
 from tests.conftest import TINY_STUDY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
@@ -65,15 +65,7 @@ LOCAL_RULES = {"all", "data", "partition", "aggregate", "claims", "figure", "rep
 
 def copy_repo(root: Path, studies: dict, extra: dict | None = None) -> Path:
     """A copy of the workflow and library at ``root`` whose config holds ``studies`` (and ``extra`` keys)."""
-    root.mkdir(parents=True)
-    for name in ("Snakefile", "workflow", "profiles", "src"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, root / name)
-    (root / "config").mkdir()
-    (root / "config/config.yaml").write_text(yaml.safe_dump({"studies": studies, **(extra or {})}))
+    workflow_repo.copy_repo(root, {"studies": studies, **(extra or {})})
     profile = root / "profiles/slurm/config.yaml"
     settings = yaml.safe_load(profile.read_text())
     settings["default-resources"].update(slurm_account=ACCOUNT, slurm_partition=PARTITION)

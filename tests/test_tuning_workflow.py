@@ -4,9 +4,6 @@ on validation data, the run trains with the choice; changing the grid reruns onl
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,11 +11,10 @@ import pytest
 import yaml
 
 from tests.conftest import TINY_STUDY
-from tests.test_workflow import planned
+from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
 pytestmark = pytest.mark.workflow
 
-REPO = Path(__file__).resolve().parents[1]
 STUDY = {
     **{k: TINY_STUDY[k] for k in ("dataset", "model", "eval_every")},
     "partition": {**TINY_STUDY["partition"], "val_fraction": 0.2},
@@ -37,25 +33,9 @@ STUDY = {
 }
 
 
-def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=cwd, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tune")
-    for name in ("Snakefile", "workflow", "profiles", "src"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, root / name)
-    (root / "config").mkdir()
-    (root / "config/config.yaml").write_text(yaml.safe_dump({"studies": {"t": STUDY}}))
+    root = copy_repo(tmp_path_factory.mktemp("tune"), {"studies": {"t": STUDY}})
     snakemake(root)
     return root
 

@@ -9,8 +9,6 @@ rest completes; a bad config stops before any job runs; ``snakemake --lint`` is 
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +18,10 @@ import pytest
 import yaml
 
 from tests.conftest import TINY_STUDY
+from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
 pytestmark = pytest.mark.workflow
 
-REPO = Path(__file__).resolve().parents[1]
 STUDY = {
     **TINY_STUDY,
     "figures": [
@@ -34,41 +32,10 @@ STUDY = {
 }
 
 
-def snakemake(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=cwd, capture_output=True, text=True
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
-    return proc
-
-
-def planned(cwd: Path, *args: str) -> list[tuple[str, dict]]:
-    """The jobs a dry run plans: (rule, wildcards)."""
-    out = snakemake(cwd, "-n", *args).stdout
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        head = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if not head:
-            continue
-        wc = re.search(r"wildcards: (.*)", block)
-        pairs = dict(p.split("=", 1) for p in wc.group(1).split(", ")) if wc else {}
-        jobs.append((head.group(1), pairs))
-    return jobs
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A copy of the workflow and library with the tiny study as its config, after one full run."""
-    root = tmp_path_factory.mktemp("wf")
-    for name in ("Snakefile", "workflow", "profiles", "src"):
-        src = REPO / name
-        copy = shutil.copytree if src.is_dir() else shutil.copy
-        copy(src, root / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
-    (root / "config").mkdir()
-    (root / "config" / "config.yaml").write_text(yaml.safe_dump({"studies": {"tiny": STUDY}}))
+    root = copy_repo(tmp_path_factory.mktemp("wf"), {"studies": {"tiny": STUDY}})
     snakemake(root)
     return root
 
