@@ -29,7 +29,7 @@ REFERENCES = {
     "wga_bc": wga_bc,
 }
 ROUNDS = 3
-OPT = {"momentum": 0.9, "weight_decay": 0.01, "lr_step_size": 2, "lr_gamma": 0.5}
+OPT = {"momentum": 0.9, "weight_decay": 0.01, "lr_schedule": "step", "lr_step_size": 2, "lr_gamma": 0.5}
 
 CASES = {  # name -> (algorithm, hyper-parameters)
     "all_for_one-binary": ("all_for_one", {"lr": 0.2, "local_steps": 2, "batch_size": 3, "b_alpha": 4}),
