@@ -68,6 +68,10 @@ PERSONAL = (
     "local-epoch",
     "local-sequential",
     "pfedme-epoch",
+    # the client optimizer: Local's momentum buffers kept across rounds, the others' reset every round
+    "local-sequential-opt-step",
+    "fedavg-sampled-epoch-opt-cosine",
+    "pfedme-epoch-opt-step",
 )
 CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, environment builder)
     [(c, (n, FEDERATION, hp, s, _federation())) for c in PERSONAL for n, hp, s in [personal.CASES[c]]],
