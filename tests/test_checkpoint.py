@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -27,7 +28,7 @@ from hetfl.train import Checkpointing, RunOutputs, run_key, train
 from tests import test_collaborative_equivalence as collab
 from tests import test_equivalence as personal
 from tests import test_minimax_equivalence as minimax
-from tests.conftest import TINY_STUDY, tiny_federation
+from tests.conftest import SRC, TINY_STUDY, tiny_federation
 from tests.quadratic_helpers import TINY as QUADRATIC
 
 ROUNDS, STOP = 5, 2
@@ -67,6 +68,10 @@ PERSONAL = (
     "local-epoch",
     "local-sequential",
     "pfedme-epoch",
+    # the client optimizer: Local's momentum buffers kept across rounds, the others' reset every round
+    "local-sequential-opt-step",
+    "fedavg-sampled-epoch-opt-cosine",
+    "pfedme-epoch-opt-step",
 )
 CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, environment builder)
     [(c, (n, FEDERATION, hp, s, _federation())) for c in PERSONAL for n, hp, s in [personal.CASES[c]]],
@@ -78,8 +83,8 @@ CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, en
         (c, (n, FEDERATION, {**minimax.BASE, **hp}, s, _federation()))
         for c, (n, hp, s) in minimax.DATA_CASES.items()
     ],
-    [
-        (c, (n, FEDERATION, {**collab.OPT, **hp}, "epoch", _federation()))
+    [  # with momentum, weight decay and StepLR where a case has no optimizer setting of its own
+        (c, (n, FEDERATION, hp if "lr_schedule" in hp else {**collab.OPT, **hp}, "epoch", _federation()))
         for c, (n, hp) in collab.CASES.items()
     ],
     [
@@ -179,7 +184,9 @@ def test_resumed_algorithm_continues_exactly(name, environment, hp, sampling, ma
     seed = 3
 
     def build():
-        return cls(make(), params, seed, sampling)
+        algorithm = cls(make(), params, seed, sampling)
+        algorithm.rounds = ROUNDS  # the run's T, as hetfl.train.build sets it (a cosine schedule needs it)
+        return algorithm
 
     straight = build()
     schedule = participation_schedule(straight.env.num_clients, straight.clients_per_round, ROUNDS, seed)
@@ -289,7 +296,8 @@ def test_a_killed_job_resumes_to_identical_outputs(run, tmp_path):
     out, paths = outputs("killed")
     ckpt = tmp_path / "ckpt" / "c.pt"
     args = json.dumps([spec, 0, str(data), str(part), str(out), str(ckpt)])
-    proc = subprocess.run([sys.executable, "-c", JOB, args], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", JOB, args], capture_output=True, text=True, env=env)
     assert proc.returncode == 137, proc.stderr[-2000:]
     assert ckpt.is_file() and not paths.info.exists()  # killed: no run record, a checkpoint left
 

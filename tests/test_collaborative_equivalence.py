@@ -29,7 +29,7 @@ REFERENCES = {
     "wga_bc": wga_bc,
 }
 ROUNDS = 3
-OPT = {"momentum": 0.9, "weight_decay": 0.01, "lr_step_size": 2, "lr_gamma": 0.5}
+OPT = {"momentum": 0.9, "weight_decay": 0.01, "lr_schedule": "step", "lr_step_size": 2, "lr_gamma": 0.5}
 
 CASES = {  # name -> (algorithm, hyper-parameters)
     "all_for_one-binary": ("all_for_one", {"lr": 0.2, "local_steps": 2, "batch_size": 3, "b_alpha": 4}),
@@ -87,6 +87,35 @@ CASES = {  # name -> (algorithm, hyper-parameters)
     "wga_bc-sgdm": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 3, **OPT}),
     "wga_bc-weighted": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 4, "weight": 0.1, "beta": 0.5}),
 }
+CLIP = {  # the shared client optimizer's clipping, with momentum, weight decay and each schedule
+    "step": {**OPT, "clip_norm": 0.5},
+    "cosine": {
+        "momentum": 0.5,
+        "weight_decay": 0.02,
+        "clip_norm": 0.5,
+        "lr_schedule": "cosine",
+        "lr_min": 0.01,
+    },
+}
+CASES.update(  # <case>-clip-<schedule>: a case with OPT, its OPT replaced by CLIP[schedule]
+    {
+        f"{name}-clip-{schedule}": (
+            CASES[name][0],
+            {**{k: v for k, v in CASES[name][1].items() if k not in OPT}, **options},
+        )
+        for name in (
+            "all_for_one-tau2-sgdm",
+            "all_for_one_oracle-sgdm",
+            "local_sgdm-sgdm",
+            "fedavg_sgdm-sgdm",
+            "ditto-sgdm",
+            "apfl-sgdm",
+            "cobo-sgdm",
+            "wga_bc-sgdm",
+        )
+        for schedule, options in CLIP.items()
+    }
+)
 
 
 def params(*names: str) -> list:

@@ -119,11 +119,15 @@ def study(runs, **changes):
         ({"algorithm": "all_for_one", "b_alpha": 0}, "b_alpha", "> 0"),
         ({"algorithm": "all_for_one", "weights": "optimal"}, "weights", "normalized, theory"),
         ({"algorithm": "local_sgdm", "momentum": 1.0}, "momentum", "[0, 1)"),
-        ({"algorithm": "fedavg_sgdm", "lr_gamma": 0}, "lr_gamma", "> 0"),
+        ({"algorithm": "fedavg_sgdm", "lr_gamma": 0}, "lr_gamma", "(0, 1]"),
         ({"algorithm": "apfl", "mix_alpha": 2.0}, "mix_alpha", "[0, 1]"),
         ({"algorithm": "wga_bc", "beta": 0.0}, "beta", "(0, 1]"),
         ({"algorithm": "cobo", "rho": -1.0}, "rho", ">= 0"),
-        ({"algorithm": "ditto", "lamda": 1.0}, "lamda", "allowed: batch_size, client_weights, lam"),
+        (
+            {"algorithm": "ditto", "lamda": 1.0},
+            "lamda",
+            "allowed: batch_size, client_weights, clip_norm, lam",
+        ),
     ],
 )
 def test_bad_hyperparameters_name_the_key(run, key, fragment):

@@ -8,7 +8,7 @@ import torch
 
 from hetfl.algorithms import get_algorithm
 from hetfl.algorithms.collaborative.all_for_one import collaboration_weights, similarity_ratio
-from hetfl.algorithms.collaborative.common import ClientSGD, in_cluster_weight
+from hetfl.algorithms.collaborative.common import in_cluster_weight
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
 from hetfl.models import build_model, normalize_model_spec
@@ -235,21 +235,29 @@ def test_wga_bias_correction_removes_the_collaborators_bias(tmp_path):
 # --- the optimizer ----------------------------------------------------------------------------------------
 
 
-def test_client_sgd_is_torch_sgd_with_steplr():
-    """ClientSGD = torch.optim.SGD(momentum, weight_decay) + StepLR, stepped once per round."""
-    hp = get_algorithm("local_sgdm").Hyperparameters.from_dict(
-        {"lr": 0.3, "momentum": 0.9, "weight_decay": 0.01, "lr_step_size": 2, "lr_gamma": 0.5}, "t"
+def test_client_optimizer_is_torch_sgd_with_steplr():
+    """The family's optimizer (the shared ClientOptimizer at ``lr_at(t)``) = torch.optim.SGD(momentum,
+    weight_decay) + StepLR, stepped once per round, as the paper's code."""
+    alg = make(
+        "local_sgdm",
+        tiny_federation("mlr"),
+        lr=0.3,
+        momentum=0.9,
+        weight_decay=0.01,
+        lr_schedule="step",
+        lr_step_size=2,
+        lr_gamma=0.5,
     )
     g = torch.Generator().manual_seed(0)
     theta = {"w": torch.randn(2, 3, generator=g, dtype=torch.float64)}
     ref = [torch.nn.Parameter(theta["w"][i].clone()) for i in range(2)]
     opts = [torch.optim.SGD([p], lr=0.3, momentum=0.9, weight_decay=0.01) for p in ref]
     scheds = [torch.optim.lr_scheduler.StepLR(o, 2, 0.5) for o in opts]
-    ours = ClientSGD(hp, theta)
+    ours = alg.client_optimizer(theta)
     for t in range(1, 6):
         for _ in range(3):
             grads = torch.randn(2, 3, generator=g, dtype=torch.float64)
-            ours.step(theta, {"w": grads.clone()}, t)
+            ours.step(theta, {"w": grads.clone()}, alg.lr_at(t))
             for i in range(2):
                 ref[i].grad = grads[i].clone()
                 opts[i].step()

@@ -11,6 +11,7 @@ import typing
 import pytest
 
 from hetfl.algorithms import registry as algorithm_registry
+from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS
 from hetfl.config import build_suite
 from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
 from hetfl.data.partition import _common_options
@@ -52,6 +53,8 @@ PROBLEM_OPTIONS = sorted(
 def test_the_walk_covers_the_options_the_issue_names():
     covered = {(name, field) for name, _, field in ALGORITHM_OPTIONS}
     assert {("fedavg", "lr"), ("pfedme", "lam"), ("pfedme", "personal_lr"), ("all_for_one", "lr")} <= covered
+    optimizer = set(OPTIMIZER_KEYS) - {"lr_schedule"}  # the client optimizer's numbers, on either base
+    assert {("fedavg", f) for f in optimizer} | {("ffgg", f) for f in optimizer} <= covered
     assert any(field == "lr_x" for name, _, field in ALGORITHM_OPTIONS if "sgda" in name)
     assert {("quadratic_game", "mu"), ("quadratic_game", "noise"), ("quadratic_game", "init_scale")} <= set(
         PROBLEM_OPTIONS

@@ -81,6 +81,37 @@ CASES = {  # name -> (algorithm, hyper-parameters, sampling)
 }
 PFEDME = ("pfedme-epoch", "pfedme-ridge-local-init-sequential", "pfedme-train-sampled")
 
+OPTIMIZER = {  # the shared client optimizer: momentum, weight decay, clipping, and each schedule
+    "step": {
+        "momentum": 0.9,
+        "weight_decay": 0.01,
+        "clip_norm": 0.3,
+        "lr_schedule": "step",
+        "lr_step_size": 2,
+        "lr_gamma": 0.5,
+    },
+    "cosine": {
+        "momentum": 0.5,
+        "weight_decay": 0.02,
+        "clip_norm": 0.8,
+        "lr_schedule": "cosine",
+        "lr_min": 0.01,
+    },
+}
+
+
+def with_optimizer(cases: dict[str, tuple], *names: str) -> dict[str, tuple]:
+    """The named cases again with each ``OPTIMIZER`` setting, named ``<case>-opt-<schedule>``."""
+    return {
+        f"{name}-opt-{schedule}": (cases[name][0], {**cases[name][1], **options}, *cases[name][2:])
+        for name in names
+        for schedule, options in OPTIMIZER.items()
+    }
+
+
+CASES.update(with_optimizer(CASES, "fedavg-sampled-epoch", "local-sequential", "pfedme-epoch"))
+CASES.update(with_optimizer(CASES, "pfedme-train-sampled"))
+
 
 @pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
 @pytest.mark.parametrize("name,hp,sampling", params(CASES))
@@ -273,6 +304,20 @@ PERSONALIZED = {  # name -> (algorithm, hyper-parameters, model split); minibatc
         "none",
     ),
 }
+PERSONALIZED.update(
+    with_optimizer(
+        PERSONALIZED,
+        "perfedavg-fo",
+        "perfedavg-hf-weighted",
+        "perfedavg-sequential-official",
+        "fedavg_ft-personal-output",
+        "ffgg-output",
+        "ffgg-local-theta-steps-input",
+        "fedalt-stateful-adapter",
+        "fedsim-stateful-output",
+    )
+)
+PERSONALIZED.update(with_optimizer(PERSONALIZED, "fedalt-output"))
 
 
 @pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])

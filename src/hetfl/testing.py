@@ -122,9 +122,10 @@ def follow_reference(
     the reference yields must equal the batched one.
 
     The batched algorithm is built by its config name for client data, as a training job builds it
-    (``cls(fed, hp, seed, sampling)``), and both run on the same participation schedule (the one a
-    training job draws from ``seed``: ``participation_schedule(N, S, rounds, seed)``). They share the
-    data, the initial model and the minibatch positions through ``fed`` and ``seed``; nothing else.
+    (``cls(fed, hp, seed, sampling)``, its ``rounds`` set to ``rounds``), and both run on the same
+    participation schedule (the one a training job draws from ``seed``: ``participation_schedule(N, S,
+    rounds, seed)``). They share the data, the initial model and the minibatch positions through ``fed``
+    and ``seed``; nothing else.
 
     Args:
         fed: the federation both run on (e.g. :func:`tiny_federation`); its dtype sets the precision.
@@ -165,6 +166,7 @@ def follow_reference(
         else cls.Hyperparameters.from_dict(dict(hyperparameters), "test")
     )
     alg = cls(fed, hp, seed, sampling)
+    alg.rounds = rounds  # the run's T, as hetfl.train.build sets it (the reference has len(schedule))
     if configure is not None:
         configure(alg)
     schedule = participation_schedule(fed.num_clients, alg.clients_per_round, rounds, seed)

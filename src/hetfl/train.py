@@ -99,7 +99,7 @@ def build(
         init: the ``final.pt`` of the run this one starts from (``init_from``), or None.
 
     Returns:
-        ``(environment, algorithm)``.
+        ``(environment, algorithm)``; the algorithm's ``rounds`` is the run's T (``spec["rounds"]``).
     """
     dtype = getattr(torch, spec["dtype"])
     if "problem" in spec:
@@ -114,7 +114,9 @@ def build(
     environment = spec["problem"]["name"] if "problem" in spec else "federation"
     cls = get_algorithm(spec["algorithm"], environment=environment)
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
-    return env, cls(env, hp, seed, spec["sampling"])
+    algorithm = cls(env, hp, seed, spec["sampling"])
+    algorithm.rounds = spec["rounds"]  # T, for what depends on the run's length (a cosine schedule)
+    return env, algorithm
 
 
 def _versions() -> dict[str, str]:

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
+from hetfl.engine.optim import ClientOptimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, average
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
@@ -48,6 +49,10 @@ class Algorithm(ABC):
     name: ClassVar[str]
     Hyperparameters: ClassVar[type[Options]]
     inputs: ClassVar[str] = "federation"
+    rounds: int | None = None
+    """T, the run's number of rounds: set by ``hetfl.train.build`` (and ``hetfl.testing.follow_reference``)
+    once the algorithm is built, for what depends on it (the cosine learning-rate schedule); None when the
+    algorithm was built without a run (then a schedule that needs T raises)."""
 
     def __init__(self, env: Any, hp: Options, seed: int, sampling: str = "epoch"):
         self.env = env
@@ -149,6 +154,27 @@ class FederatedAlgorithm(Algorithm):
         if self.fed.init_params is not None:
             init.update({k: v.to(self.fed.dtype) for k, v in self.fed.init_params.items() if k in init})
         return {k: v.to(self.fed.device) for k, v in init.items()}
+
+    def client_optimizer(self, params: Params, keys: list[str] | None = None) -> ClientOptimizer:
+        """The client optimizer of the clients whose models are ``params [C, ...]``: the run's ``momentum``,
+        ``weight_decay`` and ``clip_norm`` (``hetfl.algorithms.hyperparameters.ClientOptimization``; plain
+        SGD where the hyper-parameters have none), stepping ``keys`` (None: every parameter), with zero
+        momentum buffers ``[C, ...]``.
+
+        Momentum buffers follow the model: build the optimizer anew for clients that start a round from the
+        server's model (stateless clients start each round with zero momentum); keep it (an attribute,
+        saved in checkpoints with the algorithm) for clients that keep their model across rounds.
+        """
+        return ClientOptimizer(self.hp, params, keys)
+
+    def lr_at(self, t: int, lr: float | None = None) -> float:
+        """The step size ``lr`` (None: ``hp.lr``) in round ``t`` (1-based) under the run's ``lr_schedule``
+        (``hetfl.engine.optim.scheduled_lr``; exactly ``lr`` with the constant default).
+
+        Raises:
+            ValueError: a cosine schedule when the run's number of rounds (``rounds``) is not set.
+        """
+        return scheduled_lr(self.hp.lr if lr is None else lr, t, self.hp, self.rounds)
 
     def aggregation_weights(self, sampled: Tensor) -> Tensor | None:
         """Weights of the sampled clients' models: None (uniform 1/S) or n_i / Σ_{j∈S} n_j (``client_weights``)."""

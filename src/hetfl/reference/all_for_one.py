@@ -13,8 +13,16 @@ from torch import Tensor
 from hetfl.algorithms.collaborative.common import PairSampler
 from hetfl.engine.federation import Federation
 from hetfl.engine.rng import generator
-from hetfl.reference.collaborative import ClientOptimizer, grads
-from hetfl.reference.common import client_data, initial_state, make_module, minibatch, state_of
+from hetfl.reference.collaborative import grads
+from hetfl.reference.common import (
+    TorchSGD,
+    client_data,
+    initial_state,
+    make_module,
+    minibatch,
+    round_lrs,
+    state_of,
+)
 
 
 def _ratio(z_pair: float, z_own: float) -> float:
@@ -49,11 +57,12 @@ def all_for_one(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str 
     )
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(n)]
-    opts = [ClientOptimizer(m, hp) for m in modules]
+    opts = [TorchSGD(m, hp) for m in modules]
     alpha = [[float(i == k) for k in range(n)] for i in range(n)] if fixed_alpha is None else fixed_alpha
     period = hp.local_steps if getattr(hp, "tau", 1) == "round" else getattr(hp, "tau", 1)
     it = 0
-    for _ in schedule:
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for _ in range(hp.local_steps):
             if fixed_alpha is None and it % period == 0:
                 draw = estimate.next(torch.arange(n * n))
@@ -81,12 +90,10 @@ def all_for_one(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str 
                     total = (
                         [alpha[i][k] * v for v in g]
                         if total is None
-                        else [t + alpha[i][k] * v for t, v in zip(total, g, strict=True)]
+                        else [acc + alpha[i][k] * v for acc, v in zip(total, g, strict=True)]
                     )
-                opts[i].step(total)
+                opts[i].step(total, lrs[t])
             it += 1
-        for o in opts:
-            o.end_epoch()
         yield {"personal": [state_of(m) for m in modules], "alpha": [list(r) for r in alpha]}
 
 

@@ -6,13 +6,15 @@ import torch
 from torch import Tensor
 
 from hetfl.engine.federation import Federation
-from hetfl.reference.collaborative import ClientOptimizer, grads, load
+from hetfl.reference.collaborative import grads, load
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     initial_state,
     make_module,
     mean_states,
     minibatch,
+    round_lrs,
     sample_weights,
     sampler_for,
     state_of,
@@ -27,10 +29,11 @@ def apfl(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     w = initial_state(fed, seed)
     local = [make_module(fed, w) for _ in range(n)]
     own = [make_module(fed, w) for _ in range(n)]
-    opt_w = [ClientOptimizer(m, hp) for m in local]
-    opt_v = [ClientOptimizer(m, hp) for m in own]
+    opt_w = [TorchSGD(m, hp) for m in local]
+    opt_v = [TorchSGD(m, hp) for m in own]
     mix = [hp.mix_alpha] * n
-    for _ in schedule:
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for m in local:
             load(m, w)
         for _ in range(hp.local_steps):
@@ -45,10 +48,8 @@ def apfl(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
                 if hp.adaptive:
                     inner = sum(float(((vk[p] - wk[p]) * g).sum()) for p, g in zip(vk, g_bar, strict=True))
                     mix[k] = min(1.0, max(0.0, mix[k] - hp.mix_lr * inner))
-                opt_w[k].step(g_w)
-                opt_v[k].step(g_v)
-        for o in opt_w + opt_v:
-            o.end_epoch()
+                opt_w[k].step(g_w, lrs[t])
+                opt_v[k].step(g_v, lrs[t])
         w = mean_states([state_of(m) for m in local], sample_weights(fed, list(range(n)), hp.client_weights))
         personal = []
         for k in range(n):

@@ -9,8 +9,17 @@ from torch import Tensor
 from hetfl.algorithms.collaborative.common import PairSampler
 from hetfl.engine.federation import Federation
 from hetfl.engine.rng import generator
-from hetfl.reference.collaborative import ClientOptimizer, grads
-from hetfl.reference.common import client_data, initial_state, make_module, minibatch, sampler_for, state_of
+from hetfl.reference.collaborative import grads
+from hetfl.reference.common import (
+    TorchSGD,
+    client_data,
+    initial_state,
+    make_module,
+    minibatch,
+    round_lrs,
+    sampler_for,
+    state_of,
+)
 
 
 def _flat(gs):
@@ -25,12 +34,13 @@ def cobo(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     pairs = PairSampler(fed.train.sizes, hp.b_alpha, generator(seed, "algorithm"), sampling)
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(n)]
-    opts = [ClientOptimizer(m, hp) for m in modules]
+    opts = [TorchSGD(m, hp) for m in modules]
     rho = hp.rho if hp.rho is not None else 1.0 / (hp.lr * n)
     weights = [[1.0] * n for _ in range(n)]
     period = hp.local_steps if hp.tau == "round" else hp.tau
     it = 0
-    for _ in schedule:
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for _ in range(hp.local_steps):
             states = [state_of(m) for m in modules]
             if it % period == 0:
@@ -56,8 +66,6 @@ def cobo(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
                 ]
                 step_grads.append([a + rho * b for a, b in zip(gi, pen, strict=True)])
             for i in range(n):
-                opts[i].step(step_grads[i])
+                opts[i].step(step_grads[i], lrs[t])
             it += 1
-        for o in opts:
-            o.end_epoch()
         yield {"personal": [state_of(m) for m in modules], "alpha": weights}

@@ -1,7 +1,9 @@
-"""Helpers of the collaborative family's sequential references: per-client ``torch.optim.SGD`` + ``StepLR``.
+"""Helpers of the collaborative family's sequential references.
 
 The references share with the batched code only the data, the initial weights and the minibatch positions
-(the same ``PairSampler``/``BatchSampler`` calls in the same order); the optimizer is torch's own.
+(the same ``PairSampler``/``BatchSampler`` calls in the same order); the optimizer is torch's own
+(``hetfl.reference.common.TorchSGD``: ``torch.optim.SGD`` with ``clip_grad_norm_``, one per client model,
+kept across rounds as the paper's code keeps it, at the step size of torch's scheduler, ``round_lrs``).
 """
 
 from __future__ import annotations
@@ -10,31 +12,6 @@ import torch
 from torch import Tensor, nn
 
 from hetfl.reference.common import loss_grads
-
-
-class ClientOptimizer:
-    """``torch.optim.SGD(lr, momentum, weight_decay)`` and ``StepLR(lr_step_size, lr_gamma)`` of one module."""
-
-    def __init__(self, module: nn.Module, hp):
-        self.module = module
-        self.opt = torch.optim.SGD(
-            module.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay
-        )
-        self.sched = (
-            torch.optim.lr_scheduler.StepLR(self.opt, hp.lr_step_size, hp.lr_gamma)
-            if hp.lr_step_size
-            else None
-        )
-
-    def step(self, grads: list[Tensor]) -> None:
-        """Apply ``grads`` (``parameters()`` order) as ``param.grad``, then ``optimizer.step()``."""
-        for p, g in zip(self.module.parameters(), grads, strict=True):
-            p.grad = g.detach().clone()
-        self.opt.step()
-
-    def end_epoch(self) -> None:
-        if self.sched is not None:
-            self.sched.step()
 
 
 def grads(module: nn.Module, data: tuple[Tensor, Tensor]) -> list[Tensor]:

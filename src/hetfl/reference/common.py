@@ -1,4 +1,5 @@
-"""Helpers of the sequential references: per-client data, modules, one SGD step."""
+"""Helpers of the sequential references: per-client data, modules, one SGD step, and the client optimizer
+as PyTorch writes it (``TorchSGD``, ``round_lrs``)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,91 @@ def sample_weights(fed: Federation, clients: list[int], rule: str) -> list[float
         return None
     n = [float(fed.train.sizes[c]) for c in clients]
     return [v / sum(n) for v in n]
+
+
+def round_lrs(hp, lr: float, rounds: int) -> list[float]:
+    """The step size ``lr`` of rounds 1..T under ``hp.lr_schedule``, read from PyTorch's own scheduler
+    (``StepLR(lr_step_size, lr_gamma)``, ``CosineAnnealingLR(T_max=T, eta_min=lr_min)``, or none for
+    ``constant``) stepped once per round on a one-parameter ``torch.optim.SGD``.
+
+    Args:
+        hp: hyper-parameters with the client optimizer's options (absent: constant).
+        rounds: T, the run's rounds (the reference's ``len(schedule)``).
+
+    Returns:
+        ``[lr_1, ..., lr_T]``.
+    """
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=lr)
+    schedule = getattr(hp, "lr_schedule", "constant")
+    sched = None
+    if schedule == "step":
+        sched = torch.optim.lr_scheduler.StepLR(opt, hp.lr_step_size, hp.lr_gamma)
+    elif schedule == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=rounds, eta_min=hp.lr_min)
+    out = []
+    for _ in range(rounds):
+        out.append(opt.param_groups[0]["lr"])
+        if sched is not None:
+            opt.step()  # no gradients: no update; keeps the scheduler's call order
+            sched.step()
+    return out
+
+
+class TorchSGD:
+    """One client's optimizer, PyTorch's own: ``torch.optim.SGD(params, lr, momentum, weight_decay)`` on the
+    parameters ``names`` of ``module`` (None: all), with ``torch.nn.utils.clip_grad_norm_(params, clip_norm)``
+    before each step. Its momentum buffers live as long as the object (a new one starts from zero).
+
+    Args:
+        module: the client's model (its parameters are updated in place).
+        hp: hyper-parameters with ``momentum``, ``weight_decay``, ``clip_norm`` (absent: plain SGD).
+        names: the parameters it steps (None: every parameter).
+    """
+
+    def __init__(self, module: nn.Module, hp, names: list[str] | None = None):
+        self.module = module
+        self.named = [(n, p) for n, p in module.named_parameters() if names is None or n in names]
+        self.clip_norm = getattr(hp, "clip_norm", None)
+        self.sgd = torch.optim.SGD(
+            [p for _, p in self.named],
+            lr=1.0,  # set at every step
+            momentum=getattr(hp, "momentum", 0.0),
+            weight_decay=getattr(hp, "weight_decay", 0.0),
+        )
+
+    def step(self, grads: list[Tensor] | dict[str, Tensor], lr: float) -> None:
+        """Set ``param.grad`` of its parameters from ``grads`` (by name, or a list in the module's
+        ``parameters()`` order), clip their joint norm, and take ``optimizer.step()`` at step size ``lr``."""
+        if not isinstance(grads, dict):
+            grads = dict(zip([n for n, _ in self.module.named_parameters()], grads, strict=True))
+        for name, p in self.named:
+            p.grad = grads[name].detach().clone()
+        params = [p for _, p in self.named]
+        if self.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, self.clip_norm)
+        for group in self.sgd.param_groups:
+            group["lr"] = lr
+        self.sgd.step()
+        for p in params:
+            p.grad = None
+
+    def step_on(self, x: Tensor, y: Tensor, lr: float) -> None:
+        """One step on the gradient of the module's mean loss on ``(x, y)``."""
+        self.step(loss_grads(self.module, x, y), lr)
+
+    def momentum(self) -> dict[str, Tensor]:
+        """Copies of its momentum buffers by parameter name (those that exist: a parameter not stepped yet
+        has none)."""
+        out = {}
+        for name, p in self.named:
+            buf = self.sgd.state.get(p, {}).get("momentum_buffer")
+            if buf is not None:
+                out[name] = buf.clone()
+        return out
+
+    def load_momentum(self, buffers: dict[str, Tensor]) -> None:
+        """Continue from the momentum buffers ``buffers`` (by name; the :meth:`momentum` of an earlier
+        optimizer)."""
+        for name, p in self.named:
+            if name in buffers:
+                self.sgd.state[p]["momentum_buffer"] = buffers[name].clone()

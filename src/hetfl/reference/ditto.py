@@ -5,13 +5,15 @@ from __future__ import annotations
 from torch import Tensor
 
 from hetfl.engine.federation import Federation
-from hetfl.reference.collaborative import ClientOptimizer, grads, load
+from hetfl.reference.collaborative import grads, load
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     initial_state,
     make_module,
     mean_states,
     minibatch,
+    round_lrs,
     sample_weights,
     sampler_for,
     state_of,
@@ -26,9 +28,10 @@ def ditto(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epo
     w = initial_state(fed, seed)
     local = [make_module(fed, w) for _ in range(n)]
     personal = [make_module(fed, w) for _ in range(n)]
-    opt_w = [ClientOptimizer(m, hp) for m in local]
-    opt_v = [ClientOptimizer(m, hp) for m in personal]
-    for _ in schedule:
+    opt_w = [TorchSGD(m, hp) for m in local]
+    opt_v = [TorchSGD(m, hp) for m in personal]
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for m in local:
             load(m, w)
         for _ in range(hp.local_steps):
@@ -38,9 +41,7 @@ def ditto(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epo
                 g_w = grads(local[k], batch)
                 g_v = grads(personal[k], batch)
                 reg = [hp.lam * (p.detach() - w[name]) for name, p in personal[k].named_parameters()]
-                opt_w[k].step(g_w)
-                opt_v[k].step([a + b for a, b in zip(g_v, reg, strict=True)])
-        for o in opt_w + opt_v:
-            o.end_epoch()
+                opt_w[k].step(g_w, lrs[t])
+                opt_v[k].step([a + b for a, b in zip(g_v, reg, strict=True)], lrs[t])
         w = mean_states([state_of(m) for m in local], sample_weights(fed, list(range(n)), hp.client_weights))
         yield {"global": w, "personal": [state_of(m) for m in personal]}

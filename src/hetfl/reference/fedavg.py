@@ -1,4 +1,5 @@
-"""FedAvg, sequential reference (McMahan et al. 2017, Algorithm 1): one client after the other."""
+"""FedAvg, sequential reference (McMahan et al. 2017, Algorithm 1): one client after the other, each with its
+own ``torch.optim.SGD`` (new every round: zero momentum) at the round's step size from torch's scheduler."""
 
 from __future__ import annotations
 
@@ -6,15 +7,16 @@ from torch import Tensor
 
 from hetfl.engine.federation import Federation
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     draws,
     initial_state,
     make_module,
     mean_states,
     minibatch,
+    round_lrs,
     sample_weights,
     sampler_for,
-    sgd_step,
     state_of,
 )
 
@@ -29,13 +31,15 @@ def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
     data = client_data(fed)
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     w = initial_state(fed, seed)
-    for sampled in schedule:
+    lrs = round_lrs(hp, hp.lr, len(schedule))
+    for t, sampled in enumerate(schedule):
         batches = draws(sampler, sampled, hp.local_steps)
         states = []
         for row, client in enumerate(sampled.tolist()):
             module = make_module(fed, w)
+            opt = TorchSGD(module, hp)
             for draw in batches:
-                sgd_step(module, *minibatch(data[client], draw, row), hp.lr)
+                opt.step_on(*minibatch(data[client], draw, row), lrs[t])
             states.append(state_of(module))
         w = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
         yield {"global": w}

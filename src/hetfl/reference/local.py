@@ -1,4 +1,5 @@
-"""Local training, sequential reference: every client runs its own SGD, one after the other."""
+"""Local training, sequential reference: every client runs its own ``torch.optim.SGD`` (kept across rounds),
+one after the other."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from torch import Tensor
 
 from hetfl.engine.federation import Federation
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     draws,
     initial_state,
     make_module,
     minibatch,
+    round_lrs,
     sampler_for,
-    sgd_step,
     state_of,
 )
 
@@ -23,10 +25,12 @@ def local(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epo
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(fed.num_clients)]
+    opts = [TorchSGD(m, hp) for m in modules]
+    lrs = round_lrs(hp, hp.lr, len(schedule))
     everyone = fed.all_clients()
-    for _ in schedule:
+    for t in range(len(schedule)):
         batches = draws(sampler, everyone, hp.local_steps)
-        for client, module in enumerate(modules):
+        for client, opt in enumerate(opts):
             for draw in batches:
-                sgd_step(module, *minibatch(data[client], draw, client), hp.lr)
+                opt.step_on(*minibatch(data[client], draw, client), lrs[t])
         yield {"personal": [state_of(m) for m in modules]}

@@ -5,8 +5,17 @@ from __future__ import annotations
 from torch import Tensor
 
 from hetfl.engine.federation import Federation
-from hetfl.reference.collaborative import ClientOptimizer, grads
-from hetfl.reference.common import client_data, initial_state, make_module, minibatch, sampler_for, state_of
+from hetfl.reference.collaborative import grads
+from hetfl.reference.common import (
+    TorchSGD,
+    client_data,
+    initial_state,
+    make_module,
+    minibatch,
+    round_lrs,
+    sampler_for,
+    state_of,
+)
 
 
 def local_sgdm(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
@@ -15,12 +24,11 @@ def local_sgdm(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str =
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(fed.num_clients)]
-    opts = [ClientOptimizer(m, hp) for m in modules]
-    for _ in schedule:
+    opts = [TorchSGD(m, hp) for m in modules]
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for _ in range(hp.local_steps):
             draw = sampler.next(fed.all_clients())
             for i, (module, opt) in enumerate(zip(modules, opts, strict=True)):
-                opt.step(grads(module, minibatch(data[i], draw, i)))
-        for o in opts:
-            o.end_epoch()
+                opt.step(grads(module, minibatch(data[i], draw, i)), lrs[t])
         yield {"personal": [state_of(m) for m in modules]}

@@ -1,4 +1,5 @@
-"""FFGG, FedAlt and FedSim, sequential references: one client after the other, θ and w as one module."""
+"""FFGG, FedAlt and FedSim, sequential references: one client after the other, θ and w as one module, each
+part's steps through PyTorch's ``torch.optim.SGD`` (``TorchSGD``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from torch import Tensor
 from hetfl.engine.federation import Federation
 from hetfl.engine.rng import generator
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     draws,
     eval_draws,
@@ -15,9 +17,9 @@ from hetfl.reference.common import (
     make_module,
     mean_states,
     minibatch,
+    round_lrs,
     sample_weights,
     sampler_for,
-    sgd_step,
     state_of,
 )
 from hetfl.reference.fedavg_ft import finetune
@@ -41,11 +43,16 @@ def _evaluate(fed, hp, seed, t, sampling, theta, starts_of, lr):
     sampler = eval_draws(fed, seed, t, hp.batch_size, sampling)
     starts = starts_of(sampler.generator)
     models = [{**theta, **w} for w in starts]
-    return finetune(fed, models, hp.finetune_steps, hp.finetune_lr or lr, sampler, fed.model.personal_keys())
+    lr = hp.finetune_lr or lr
+    return finetune(fed, hp, models, hp.finetune_steps, lr, sampler, fed.model.personal_keys())
 
 
 def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
-    """FFGG (Algorithms 1, 2, 4); yield ``{"personal": [...]}`` after each round."""
+    """FFGG (Algorithms 1, 2, 4); yield ``{"personal": [...]}`` after each round.
+
+    Each client's w steps (and Algorithm 4's θ steps) go through its own ``TorchSGD`` of that part, new
+    every round; Algorithm 1's θ-step is the server's ``TorchSGD`` on θ (kept across rounds) with the mean
+    θ-gradient as ``grad``."""
     data = client_data(fed)
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     rng = generator(seed, "algorithm")
@@ -53,16 +60,21 @@ def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     w0 = initial_state(fed, seed)
     theta = {k: v for k, v in w0.items() if k not in personal}
     default = {k: w0[k] for k in personal}
+    server = make_module(fed, w0)  # Algorithm 1: holds θ for the server's optimizer (its w unused)
+    server_opt = TorchSGD(server, hp, list(theta))
+    lrs_w, lrs_theta = round_lrs(hp, hp.lr_w, len(schedule)), round_lrs(hp, hp.lr_theta, len(schedule))
     random = hp.personal_init == "random"
     for t, sampled in enumerate(schedule, start=1):
+        lr_w, lr_theta = lrs_w[t - 1], lrs_theta[t - 1]
         inits = _personal_inits(fed, len(sampled), rng if random else None, personal, default)
         tuning = draws(sampler, sampled, hp.tau)
         extra = draws(sampler, sampled, max(1, hp.local_theta_steps))
         grads, states = [], []
         for row, client in enumerate(sampled.tolist()):
             module = make_module(fed, {**theta, **inits[row]})
+            opt_w, opt_theta = TorchSGD(module, hp, personal), TorchSGD(module, hp, list(theta))
             for draw in tuning:  # Algorithm 2 on w
-                sgd_step(module, *minibatch(data[client], draw, row), hp.lr_w, personal)
+                opt_w.step_on(*minibatch(data[client], draw, row), lr_w)
             names = [k for k, _ in module.named_parameters()]
             if hp.local_theta_steps == 0:  # one θ-gradient
                 g = dict(zip(names, loss_grads(module, *minibatch(data[client], extra[0], row)), strict=True))
@@ -70,12 +82,14 @@ def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
                 continue
             for draw in extra:  # Algorithm 4: alternate
                 x, y = minibatch(data[client], draw, row)
-                sgd_step(module, x, y, hp.lr_w, personal)
-                sgd_step(module, x, y, hp.lr_theta, list(theta))
+                opt_w.step_on(x, y, lr_w)
+                opt_theta.step_on(x, y, lr_theta)
             states.append({k: v for k, v in state_of(module).items() if k in theta})
         if hp.local_theta_steps == 0:
-            mean = mean_states(grads, sample_weights(fed, sampled.tolist(), hp.client_weights))
-            theta = {k: v - hp.lr_theta * mean[k] for k, v in theta.items()}
+            server_opt.step(
+                mean_states(grads, sample_weights(fed, sampled.tolist(), hp.client_weights)), lr_theta
+            )
+            theta = {k: v for k, v in state_of(server).items() if k in theta}
         else:
             theta = _server(theta, states, sampled, fed, hp, hp.server_lr)
         starts = lambda g: _personal_inits(fed, fed.num_clients, g if random else None, personal, default)  # noqa: E731
@@ -83,15 +97,20 @@ def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
 
 
 def split_training(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str, alternate: bool):
-    """FedAlt (``alternate``) or FedSim; yield ``{"personal": [...]}`` after each round."""
+    """FedAlt (``alternate``) or FedSim; yield ``{"personal": [...]}`` after each round.
+
+    Each sampled client's steps go through its own ``TorchSGD``: FedAlt one for w and one for θ, FedSim one
+    for both, new every round; a stateful client's w momentum buffers are carried to its next round."""
     data = client_data(fed)
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     personal = fed.model.personal_keys()
     w0 = initial_state(fed, seed)
     theta = {k: v for k, v in w0.items() if k not in personal}
     stored = [{k: w0[k].clone() for k in personal} for _ in range(fed.num_clients)]
+    momentum = [{} for _ in range(fed.num_clients)]  # stateful clients' w momentum buffers
     default = {k: w0[k] for k in personal}
     w_steps = hp.local_steps if hp.personal_steps is None else hp.personal_steps
+    lrs = round_lrs(hp, hp.lr, len(schedule))
     for t, sampled in enumerate(schedule, start=1):
         first = draws(sampler, sampled, w_steps if alternate else hp.local_steps)
         second = draws(sampler, sampled, hp.local_steps) if alternate else []
@@ -99,13 +118,19 @@ def split_training(fed: Federation, hp, seed: int, schedule: Tensor, sampling: s
         for row, client in enumerate(sampled.tolist()):
             start = stored[client] if hp.stateful else default
             module = make_module(fed, {**theta, **start})
+            opt_first = TorchSGD(module, hp, personal if alternate else None)
+            opt_theta = TorchSGD(module, hp, list(theta))
+            if hp.stateful:
+                opt_first.load_momentum(momentum[client])
             for draw in first:
-                sgd_step(module, *minibatch(data[client], draw, row), hp.lr, personal if alternate else None)
+                opt_first.step_on(*minibatch(data[client], draw, row), lrs[t - 1])
             for draw in second:
-                sgd_step(module, *minibatch(data[client], draw, row), hp.lr, list(theta))
+                opt_theta.step_on(*minibatch(data[client], draw, row), lrs[t - 1])
             state = state_of(module)
             if hp.stateful:
                 stored[client] = {k: state[k] for k in personal}
+                kept = opt_first.momentum()
+                momentum[client].update({k: v for k, v in kept.items() if k in personal})
             states.append({k: state[k] for k in theta})
         theta = _server(theta, states, sampled, fed, hp, hp.server_lr)
         starts = lambda g: [s if hp.stateful else default for s in stored]  # noqa: E731

@@ -7,6 +7,7 @@ from torch import Tensor
 
 from hetfl.engine.federation import Federation
 from hetfl.reference.common import (
+    TorchSGD,
     client_data,
     draws,
     eval_draws,
@@ -15,6 +16,7 @@ from hetfl.reference.common import (
     make_module,
     mean_states,
     minibatch,
+    round_lrs,
     sample_weights,
     sampler_for,
     sgd_step,
@@ -23,14 +25,15 @@ from hetfl.reference.common import (
 )
 
 
-def _step(module, data, batches, row, hp) -> None:
-    """One local step of one client (in place)."""
+def _step(module, data, batches, row, hp, opt, alpha, beta) -> None:
+    """One local step of one client (in place): the model's steps go through its ``opt`` (``TorchSGD``),
+    at ``alpha`` and ``beta`` (sequential) or ``beta`` (the meta step; the look-ahead α-step is plain)."""
     params = list(module.parameters())
     x1, y1 = minibatch(data, batches[0], row)
     x2, y2 = minibatch(data, batches[1], row)
     if hp.step == "sequential":
-        sgd_step(module, x1, y1, hp.lr)
-        sgd_step(module, x2, y2, hp.beta)
+        opt.step_on(x1, y1, alpha)
+        opt.step_on(x2, y2, beta)
         return
     w = [p.detach().clone() for p in params]
     sgd_step(module, x1, y1, hp.lr)  # w' = w − α ∇f(w; D)
@@ -50,9 +53,7 @@ def _step(module, data, batches, row, hp) -> None:
             for p, v in zip(params, w, strict=True):
                 p.copy_(v)
         g = [d - hp.lr * (a - b) / (2 * hp.hf_delta) for d, a, b in zip(g, hv[0], hv[1], strict=True)]
-    with torch.no_grad():
-        for p, d in zip(params, g, strict=True):
-            p -= hp.beta * d
+    opt.step(g, beta)  # w ← w − β g
 
 
 def _official_test_batches(data, t: int, batch_size: int):
@@ -91,13 +92,16 @@ def perfedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = 
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     w = initial_state(fed, seed)
     per_step = 3 if hp.variant == "hf" and hp.step == "maml" else 2
+    alphas, betas = round_lrs(hp, hp.lr, len(schedule)), round_lrs(hp, hp.beta, len(schedule))
     for t, sampled in enumerate(schedule, start=1):
         batches = draws(sampler, sampled, hp.local_steps * per_step)
         states = []
         for row, client in enumerate(sampled.tolist()):
             module = make_module(fed, w)
+            opt = TorchSGD(module, hp)  # new every round: zero momentum
             for s in range(hp.local_steps):
-                _step(module, data[client], batches[s * per_step : (s + 1) * per_step], row, hp)
+                step_batches = batches[s * per_step : (s + 1) * per_step]
+                _step(module, data[client], step_batches, row, hp, opt, alphas[t - 1], betas[t - 1])
             states.append(state_of(module))
         w = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
         yield {"global": w, "personal": personalize(fed, hp, seed, t, sampling, w)}

@@ -8,8 +8,16 @@ from torch import Tensor
 from hetfl.algorithms.collaborative.common import PairSampler
 from hetfl.engine.federation import Federation
 from hetfl.engine.rng import generator
-from hetfl.reference.collaborative import ClientOptimizer, grads
-from hetfl.reference.common import client_data, initial_state, make_module, minibatch, state_of
+from hetfl.reference.collaborative import grads
+from hetfl.reference.common import (
+    TorchSGD,
+    client_data,
+    initial_state,
+    make_module,
+    minibatch,
+    round_lrs,
+    state_of,
+)
 
 
 def wga_bc(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
@@ -19,10 +27,11 @@ def wga_bc(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
     pairs = PairSampler(fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling)
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(n)]
-    opts = [ClientOptimizer(m, hp) for m in modules]
+    opts = [TorchSGD(m, hp) for m in modules]
     weight = hp.weight if hp.weight is not None else 1.0 / n
     bias = [None] * n  # c_i = Σ_{k≠i} w c_ik, per parameter
-    for _ in schedule:
+    lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
+    for t in range(len(schedule)):
         for _ in range(hp.local_steps):
             draw = pairs.next(torch.arange(n * n))
             for i in range(n):
@@ -33,7 +42,5 @@ def wga_bc(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
                 c = bias[i] if bias[i] is not None else [torch.zeros_like(v) for v in d]
                 pseudo = [a + b - e for a, b, e in zip(g[i], d, c, strict=True)]
                 bias[i] = [(1 - hp.beta) * e + hp.beta * b for e, b in zip(c, d, strict=True)]
-                opts[i].step(pseudo)
-        for o in opts:
-            o.end_epoch()
+                opts[i].step(pseudo, lrs[t])
         yield {"personal": [state_of(m) for m in modules]}

@@ -8,6 +8,10 @@ w_t; the server replaces w_t by the (weighted) mean of their models. The FedAvg 
 n_k / m_t (``client_weights: samples``, as in pFedMe's official code); the default here is uniform 1/S,
 the weighting of pFedMe's Algorithm 1, so that both are compared with the same server rule.
 FedAvg has no personalization: its ``personal`` model is the global one (an alias, evaluated once).
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): every
+local step is a step of the client's optimizer at the round's step size; clients start each round from w_t
+with zero momentum (stateless clients). The defaults are the paper's plain SGD at a constant ``lr``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from hetfl.engine.params import Params, broadcast
 
 @dataclasses.dataclass(frozen=True)
 class FedAvgHyperparameters(Federated):
-    """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``."""
+    """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``, and the
+    client optimizer (``ClientOptimization``)."""
 
 
 class FedAvg(FederatedAlgorithm):
@@ -40,8 +45,9 @@ class FedAvg(FederatedAlgorithm):
 
     def round(self, t: int, sampled: Tensor) -> None:
         local = broadcast(self.w, len(sampled))  # line 8: w ← w_t for each k ∈ S_t
-        local = local_sgd(
-            self.fed, self.sampler, local, sampled, self.hp.local_steps, self.hp.lr
+        opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
+        local_sgd(
+            self.fed, self.sampler, local, sampled, self.hp.local_steps, self.lr_at(t), optimizer=opt
         )  # ClientUpdate
         self.w = self.aggregate(local, sampled)  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
 

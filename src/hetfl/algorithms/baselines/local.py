@@ -3,6 +3,9 @@
 The standard lower/upper reference of personalized FL (docs/papers/pfedme.md §2.6: on Synthetic it beats every
 federated method). Each "round" every client runs τ local SGD steps from where it stopped, so a
 round costs each client what one FedAvg round costs a sampled client.
+
+Client optimizer (config/README.md): every step is a step of the client's optimizer at the round's step
+size; each client keeps its model, and so its momentum buffers, across rounds.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from hetfl.engine.params import Params, broadcast
 
 @dataclasses.dataclass(frozen=True)
 class LocalHyperparameters(LocalTraining):
-    """``lr`` η, ``local_steps`` τ per round, ``batch_size`` |D|."""
+    """``lr`` η, ``local_steps`` τ per round, ``batch_size`` |D|, and the client optimizer."""
 
 
 class Local(FederatedAlgorithm):
-    """Local training. State: per-client models ``theta: [N, ...]``, all starting from the common w_0."""
+    """Local training. State: per-client models ``theta: [N, ...]``, all starting from the common w_0, and
+    their optimizer ``opt`` (momentum buffers ``[N, ...]``)."""
 
     name = "local"
     Hyperparameters = LocalHyperparameters
@@ -32,10 +36,12 @@ class Local(FederatedAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.theta = broadcast(self.initial_model(), fed.num_clients)
+        self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the models are
 
     def round(self, t: int, sampled: Tensor) -> None:
         clients = self.fed.all_clients()
-        self.theta = local_sgd(self.fed, self.sampler, self.theta, clients, self.hp.local_steps, self.hp.lr)
+        lr = self.lr_at(t)
+        local_sgd(self.fed, self.sampler, self.theta, clients, self.hp.local_steps, lr, optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -12,7 +12,8 @@ B_k each (both gradients at the current points, Algorithm 1):
     (adaptive) α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k; B_k)⟩, 0, 1)     (APFL Eq. 10)
     server: w^{t+1} = Σ_k p_k w_k
 
-Both model updates go through the client's SGD (momentum, weight decay, StepLR). ``mix_alpha`` α = 0.25 fixed
+Both model updates are steps of the client optimizer (config/README.md; one per model, its buffers kept across
+rounds; the schedule scales η, not η_α). ``mix_alpha`` α = 0.25 fixed
 by default ("a = 0.25 fixed, or adaptive", §2.9.7 of the notes); ``adaptive: true`` with ``mix_lr`` η_α.
 Evaluated: ``personal`` = α v_k + (1 − α) w^{t+1} (the mixture with the new global model), ``global`` = w.
 """
@@ -25,7 +26,6 @@ from typing import Literal
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
     flatten,
@@ -65,7 +65,7 @@ class APFL(CollaborativeAlgorithm):
         self.local = broadcast(self.w, fed.num_clients)
         self.v = broadcast(self.w, fed.num_clients)
         self.mix = torch.full((fed.num_clients,), hp.mix_alpha, dtype=fed.dtype, device=fed.device)
-        self.opt_w, self.opt_v = ClientSGD(hp, self.local), ClientSGD(hp, self.v)
+        self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
         self.clients = fed.all_clients()
 
     def _mixture(self, w: Params) -> Params:
@@ -91,8 +91,8 @@ class APFL(CollaborativeAlgorithm):
         if self.hp.adaptive:  # α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k)⟩, 0, 1), after its use
             diff = flatten(self.v) - flatten(self.local)
             self.mix = (self.mix - self.hp.mix_lr * (diff * flatten(g_bar)).sum(1)).clamp_(0.0, 1.0)
-        self.opt_w.step(self.local, g_w, t)  # w_k ← w_k − η ∇f_k(w_k; B_k)
-        self.opt_v.step(self.v, g_v, t)  # v_k ← v_k − η α ∇f_k(v̄_k; B_k)
+        self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)
+        self.opt_v.step(self.v, g_v, self.lr_at(t))  # v_k ← v_k − η α ∇f_k(v̄_k; B_k)
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self._mixture(self.w)}

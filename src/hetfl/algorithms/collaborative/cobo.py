@@ -13,7 +13,8 @@ and every iteration each client steps on its own batch with the consensus penalt
 
     θ_i ← θ_i − η (∇f_i(θ_i; B_i) + ρ Σ_k w_ik (θ_i − θ_k))
 
-through its SGD (momentum, weight decay, StepLR). γ_C = 0.01 (the paper's code: "as in the original
+as a step of its client optimizer (config/README.md: the penalized gradient is clipped, momentum kept
+across rounds; the schedule scales η, not γ_C). γ_C = 0.01 (the paper's code: "as in the original
 repository").
 ρ: the work-in-progress code's ρ = 1/η makes η ρ Σ_k w_ik ≈ N − 1 > 1 and diverges with N = 20, so the
 default is ρ = 1/(η N) (η ρ Σ_k w_ik < 1), configurable (``rho``). The N² midpoint gradients are one
@@ -29,7 +30,6 @@ import dataclasses
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     PairSampler,
     WeightEstimation,
@@ -65,7 +65,7 @@ class CoBo(CollaborativeAlgorithm):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
         self.theta = broadcast(self.initial_model(), n)
-        self.opt = ClientSGD(hp, self.theta)
+        self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         self.pair_sampler = PairSampler(fed.train.sizes, hp.b_alpha, self.rng, sampling)
         self.rho = hp.rho if hp.rho is not None else 1.0 / (hp.lr * n)
@@ -94,7 +94,7 @@ class CoBo(CollaborativeAlgorithm):
         penalty = unflatten(laplacian @ flatten(self.theta), self.theta)
         for k, g in grads.items():
             g.add_(penalty[k], alpha=self.rho)
-        self.opt.step(self.theta, grads, t)  # θ_i ← θ_i − η (∇f_i(θ_i) + ρ Σ_k w_ik (θ_i − θ_k))
+        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η (∇f_i(θ_i) + ρ Σ_k w_ik (θ_i − θ_k))
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -2,10 +2,10 @@
 
 - ``CollaborativeHyperparameters``: the per-dataset training setting every algorithm of the paper shares
   ("same set of hyperparameters for every algorithms", docs/papers/all_for_one.md §2.9): lr η, iterations per
-  epoch I (``local_steps``), batch b, momentum, weight decay, StepLR.
-- ``ClientSGD``: ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` for N stacked client models,
-  the paper's code's optimizer (docs/papers/all_for_one.md §2.7: ``param.grad = Σ_k α_ik g_k;
-  optimizer.step()``).
+  epoch I (``local_steps``), batch b, and the shared client optimizer (momentum, weight decay, clipping,
+  schedule: ``hetfl.algorithms.hyperparameters.ClientOptimization``), which is the paper's code's
+  ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` per client (docs/papers/all_for_one.md §2.7:
+  ``param.grad = Σ_k α_ik g_k; optimizer.step()``) with ``lr_schedule: step``.
 - ``PairSampler`` and the two batched gradient computations of All-for-one:
   ``stacked_grads`` (one gradient per (model, batch) row: the N×N gradients ĝ_ik = ∇ℓ(θ_i; B_k) of the
   weight estimation are one call with C = N² rows) and ``weighted_grads`` + ``collaborator_batch`` (the
@@ -34,7 +34,6 @@ from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.params import Params, broadcast
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
-from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel
 from hetfl.models.base import sample_losses
 
@@ -51,24 +50,14 @@ class CollaborativeHyperparameters(LocalTraining):
     """The training setting shared by every algorithm of a study (Table S1; all_for_one.md §2.8, §3.6).
 
     ``lr`` η, ``local_steps`` I (iterations per round = the paper's epoch, I = ⌊mean_k ⌈n_k/b⌉⌋ for finite
-    data, 1 for the synthetic stream), ``batch_size`` b, ``momentum`` m (0), ``weight_decay`` (0),
-    ``lr_step_size`` (StepLR period in rounds; null = no scheduler) and ``lr_gamma`` (0.1).
+    data, 1 for the synthetic stream), ``batch_size`` b, and the client optimizer (``ClientOptimization``:
+    ``momentum``, ``weight_decay``, ``clip_norm``; the paper's StepLR is ``lr_schedule: step`` with
+    ``lr_step_size`` in rounds and ``lr_gamma``).
     """
 
     lr: float = 0.1
     local_steps: int = 1
     batch_size: int = 16
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    lr_step_size: int | None = None
-    lr_gamma: float = 0.1
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "weight_decay", allow_zero=True)
-        self._positive(key, "lr_step_size", "lr_gamma")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"{key}.momentum", f"must lie in [0, 1), got {self.momentum}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,42 +77,6 @@ class WeightEstimation(CollaborativeHyperparameters):
     def period(self) -> int:
         """τ in iterations."""
         return self.local_steps if self.tau == "round" else int(self.tau)
-
-
-class ClientSGD:
-    """``torch.optim.SGD(lr, momentum, dampening=0, weight_decay, nesterov=False)`` with ``StepLR`` for C
-    stacked models: g ← g + wd·θ; b ← m·b + g (b = g at the first step); θ ← θ − lr_t·b.
-
-    lr_t = lr · lr_gamma^⌊(t−1)/lr_step_size⌋ in round t (1-based), as ``StepLR.step()`` once per epoch.
-
-    Args:
-        hp: ``CollaborativeHyperparameters``.
-        template: parameters ``[C, ...]`` whose shapes the momentum buffers take.
-    """
-
-    def __init__(self, hp: CollaborativeHyperparameters, template: Params):
-        self.hp = hp
-        self.buf = {k: torch.zeros_like(v) for k, v in template.items()} if hp.momentum else None
-
-    def lr(self, t: int) -> float:
-        """The learning rate in round ``t`` (1-based)."""
-        if self.hp.lr_step_size is None:
-            return self.hp.lr
-        return self.hp.lr * self.hp.lr_gamma ** ((t - 1) // self.hp.lr_step_size)
-
-    @torch.no_grad()
-    def step(self, params: Params, grads: Params, t: int) -> None:
-        """Update ``params [C, ...]`` in place with ``grads [C, ...]`` (consumed: modified in place)."""
-        keys = list(grads)
-        p, g = [params[k] for k in keys], [grads[k] for k in keys]
-        if self.hp.weight_decay:
-            torch._foreach_add_(g, p, alpha=self.hp.weight_decay)
-        if self.buf is not None:
-            buf = [self.buf[k] for k in keys]
-            torch._foreach_mul_(buf, self.hp.momentum)
-            torch._foreach_add_(buf, g)
-            g = buf
-        torch._foreach_add_(p, g, alpha=-self.lr(t))
 
 
 class PairSampler(BatchSampler):
@@ -358,10 +311,10 @@ class AllForOneBase(CollaborativeAlgorithm):
 
         θ_i^t = θ_i^{t−1} − η_i^t Σ_k α_ik^t g_k^t(θ_i^{t−1}),   g_k^t(θ_i) = ∇ℓ(θ_i; B_ik), |B_ik| = b,
 
-    for all clients at once, the aggregated gradient going through the client's SGD (momentum, weight decay,
-    StepLR), as the paper's code (``param.grad = Σ_k α_ik g_k; optimizer.step()``). Each pair (i, k) has its
-    own minibatch stream (``PairSampler``, stream ``batches``); pairs with α_ik = 0 are skipped (no gradient,
-    no draw). All clients start from the same θ⁰.
+    for all clients at once, the aggregated gradient going through the client's optimizer (momentum, weight
+    decay, clipping, schedule; its buffers kept across rounds), as the paper's code (``param.grad = Σ_k α_ik
+    g_k; optimizer.step()``). Each pair (i, k) has its own minibatch stream (``PairSampler``, stream
+    ``batches``); pairs with α_ik = 0 are skipped (no gradient, no draw). All clients start from the same θ⁰.
 
     State: ``theta [N, ...]``, ``alpha [N, N]`` (float64, CPU; identity until ``update_weights`` sets it).
     """
@@ -371,7 +324,7 @@ class AllForOneBase(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.theta = broadcast(self.initial_model(), fed.num_clients)
-        self.opt = ClientSGD(hp, self.theta)
+        self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the paper's code
         self.update_sampler = PairSampler(
             fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling
         )
@@ -384,7 +337,7 @@ class AllForOneBase(CollaborativeAlgorithm):
         self.update_weights()
         x, y, weight = collaborator_batch(self.fed, self.update_sampler, self.alpha)
         grads = weighted_grads(self.fed.model, self.theta, x, y, weight)  # G_i = Σ_k α_ik ∇ℓ(θ_i; B_ik)
-        self.opt.step(self.theta, grads, t)  # θ_i ← θ_i − η_t G_i (with momentum / weight decay)
+        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t G_i (with momentum / weight decay)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -10,10 +10,11 @@ project's):
         v_k ← v_k − η (∇f_k(v_k; B_k) + λ (v_k − w^t))            (the personal objective, regularized to w^t)
     server: w^{t+1} = Σ_k p_k w_k  (p = 1/N, ``client_weights: uniform``, the work-in-progress code)
 
-Both updates go through the client's SGD (momentum, weight decay, StepLR; one optimizer state per model, kept
-across rounds). ``lam`` λ = 1 (the paper's code). The regularization uses the global model of the round start
-w^t (Ditto's Algorithm 1; the work-in-progress code used the client's locally updated copy). Evaluated:
-``personal`` = v_k, ``global`` = w.
+Both updates are steps of the client optimizer (config/README.md: momentum, weight decay, clipping,
+schedule; one optimizer per model, its buffers kept across rounds, as the paper's code keeps its
+optimizers; the schedule scales η). ``lam`` λ = 1 (the paper's code). The regularization uses the global
+model of the round start w^t (Ditto's Algorithm 1; the work-in-progress code used the client's locally
+updated copy). Evaluated: ``personal`` = v_k, ``global`` = w.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Literal
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
     stack_batch,
@@ -57,7 +57,7 @@ class Ditto(CollaborativeAlgorithm):
         self.w = self.initial_model()
         self.local = broadcast(self.w, fed.num_clients)
         self.v = broadcast(self.w, fed.num_clients)
-        self.opt_w, self.opt_v = ClientSGD(hp, self.local), ClientSGD(hp, self.v)
+        self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
         self.clients = fed.all_clients()
 
     def round(self, t, sampled) -> None:
@@ -74,8 +74,8 @@ class Ditto(CollaborativeAlgorithm):
         _, grads = client_grads(self.fed.model, both, stack_batch(batch, 2))
         g_w = {k: g[:n] for k, g in grads.items()}
         g_v = {k: g[n:].add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in grads.items()}
-        self.opt_w.step(self.local, g_w, t)  # w_k ← w_k − η ∇f_k(w_k; B_k)
-        self.opt_v.step(self.v, g_v, t)  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
+        self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)
+        self.opt_v.step(self.v, g_v, self.lr_at(t))  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.v}

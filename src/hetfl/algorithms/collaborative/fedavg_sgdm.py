@@ -1,12 +1,14 @@
-"""FedAvg with the client optimizer of the All-for-one experiments (SGD, momentum, weight decay, StepLR).
+"""FedAvg with the All-for-one experiments' training setting (SGD, momentum, weight decay, StepLR).
 
 McMahan et al., AISTATS 2017, as run by Philippenko et al., arXiv:2507.06844, 2025
 (docs/papers/all_for_one.md §2.9.2, the code's ``fedavg_training``): each epoch every client starts from the
-global model w, runs I = ``local_steps`` steps of its own ``torch.optim.SGD`` (its momentum buffer is kept
-across rounds, as each client keeps its optimizer in the code), and the server averages w ← Σ_i p_i θ_i,
-p_i = n_i / Σ_j n_j (``client_weights: samples``, the default here as in the code) or 1/N (``uniform``).
-Every client is evaluated with w. With ``momentum: 0``, no weight decay or scheduler and the same
-``client_weights``, it equals the shared ``fedavg`` with all clients and ``local_steps`` = I.
+global model w, runs I = ``local_steps`` steps of its client optimizer (config/README.md; the code's
+``torch.optim.SGD`` + ``StepLR``), and the server averages w ← Σ_i p_i θ_i, p_i = n_i / Σ_j n_j
+(``client_weights: samples``, the default here as in the code) or 1/N (``uniform``). Unlike the shared
+``fedavg``, whose stateless clients restart their momentum every round, a client's momentum buffer is kept
+across rounds, as each client keeps its optimizer in the code. Every client is evaluated with w. Without
+momentum, and with the same other options and ``client_weights``, it equals the shared ``fedavg`` with all
+clients and ``local_steps`` = I.
 
 Its collaboration matrix (recorded once, for the weight figures): every row is p.
 """
@@ -19,7 +21,6 @@ from typing import Literal
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
@@ -46,7 +47,7 @@ class FedAvgSGDM(CollaborativeAlgorithm):
         super().__init__(fed, hp, seed, sampling)
         self.w = self.initial_model()
         self.theta = broadcast(self.w, fed.num_clients)
-        self.opt = ClientSGD(hp, self.theta)
+        self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         p = self.aggregation_weights(self.clients)
         p = torch.full((fed.num_clients,), 1.0 / fed.num_clients, dtype=torch.float64) if p is None else p
@@ -61,7 +62,7 @@ class FedAvgSGDM(CollaborativeAlgorithm):
 
     def step(self, t: int) -> None:
         _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
-        self.opt.step(self.theta, grads, t)
+        self.opt.step(self.theta, grads, self.lr_at(t))
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

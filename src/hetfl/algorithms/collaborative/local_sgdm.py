@@ -1,10 +1,11 @@
-"""Local training with the client optimizer of the All-for-one experiments (SGD, momentum, weight decay, StepLR).
+"""Local training with the All-for-one experiments' training setting (SGD, momentum, weight decay, StepLR).
 
 Philippenko et al., arXiv:2507.06844, 2025, §5 baseline "Local" (docs/papers/all_for_one.md §2.9.1): every
-client runs I = ``local_steps`` SGD steps per epoch on its own batches, α = I_N. The same as the shared
-``local`` (which it equals exactly, batch for batch, with ``momentum: 0`` and no weight decay or scheduler),
-with the paper code's ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` per client, so that every
-run of a study shares one optimizer.
+client runs I = ``local_steps`` steps of its client optimizer per epoch on its own batches, α = I_N; the
+paper code's ``torch.optim.SGD(lr, momentum, weight_decay)`` + ``StepLR`` per client is the shared client
+optimizer (config/README.md) with ``lr_schedule: step``, its momentum buffers kept across rounds. It equals
+the shared ``local`` with the same options, batch for batch; it has the family's defaults and metrics
+(``CollaborativeAlgorithm``), so that every run of a study shares one setting.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import dataclasses
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
@@ -37,13 +37,13 @@ class LocalSGDM(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.theta = broadcast(self.initial_model(), fed.num_clients)
-        self.opt = ClientSGD(hp, self.theta)
+        self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))
 
     def step(self, t: int) -> None:
         _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
-        self.opt.step(self.theta, grads, t)  # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i)
+        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

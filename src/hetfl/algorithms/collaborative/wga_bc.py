@@ -13,7 +13,8 @@ data (the N² gradients of All-for-one) and steps with
 where c_i = Σ_{k≠i} w c_ik, c_ik the exponential moving average of g_k(θ_i) − g_i(θ_i) (linear, so only the
 weighted sum is kept); the step uses the estimate from past iterations ("uses the past observed gradients"),
 then updates it. g_i(θ_i) is computed on the same batch in both places. Defaults: uniform w = 1/N
-(``weight``; null), EMA rate β = 0.1 (``beta``). The pseudo-gradient goes through the client's SGD.
+(``weight``; null), EMA rate β = 0.1 (``beta``). The pseudo-gradient is the gradient of a step of the
+client optimizer (config/README.md; its buffers kept across rounds).
 
 Its collaboration matrix (recorded once): α_ii = 1 − (N − 1) w, α_ik = w, the weights of the gradients
 in the pseudo-gradient before bias correction.
@@ -26,7 +27,6 @@ import dataclasses
 import torch
 
 from hetfl.algorithms.collaborative.common import (
-    ClientSGD,
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
     PairSampler,
@@ -67,7 +67,7 @@ class WGABC(CollaborativeAlgorithm):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
         self.theta = broadcast(self.initial_model(), n)
-        self.opt = ClientSGD(hp, self.theta)
+        self.opt = self.client_optimizer(self.theta)
         self.pair_sampler = PairSampler(fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling)
         self.w = hp.weight if hp.weight is not None else 1.0 / n
         self.c = torch.zeros_like(flatten(self.theta))
@@ -89,7 +89,7 @@ class WGABC(CollaborativeAlgorithm):
         _, g_own = client_grads(fed.model, self.theta, own_batch)  # g_i(θ_i)
         pseudo = flatten(g_own) + d - self.c  # g_i + d_i − c_i
         self.c.mul_(1.0 - self.hp.beta).add_(d, alpha=self.hp.beta)  # c_i ← (1 − β) c_i + β d_i
-        self.opt.step(self.theta, unflatten(pseudo, self.theta), t)
+        self.opt.step(self.theta, unflatten(pseudo, self.theta), self.lr_at(t))
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

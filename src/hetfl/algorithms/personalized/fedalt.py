@@ -12,29 +12,40 @@ docs/papers/ffgg.md §3.5). Round r, each sampled client m:
 
 ``stateful: false`` is the variant of FFGG's table ("FedAlt (Stateless)"): the personal part restarts
 from the default (initial) client parameters every round.
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): the w
+steps and the θ steps are steps of the client's optimizer (one for w, one for θ, each over its own part: its
+clipping norm and weight decay too), at the round's scheduled ``lr``. θ starts from θ^r with zero momentum;
+w's momentum restarts with w (stateless) or carries on across the rounds a stateful client keeps its w.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import torch
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.grad import local_sgd
+from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, all_finite, broadcast
 
 
 @dataclasses.dataclass(frozen=True)
 class SplitTrainingHyperparameters(PartialHyperparameters):
     """``lr`` (client SGD, both parts), ``local_steps`` (steps on θ; FedSim: joint steps),
-    ``personal_steps`` (FedAlt's steps on w; null: ``local_steps``), ``server_lr``, ``stateful``."""
+    ``personal_steps`` (FedAlt's steps on w; null: ``local_steps``), ``server_lr``, ``stateful``, and the
+    client optimizer (its schedule scales ``lr``)."""
 
     lr: float = 0.01
     local_steps: int = 20
     personal_steps: int | None = None
     server_lr: float = 1.0
     stateful: bool = False
+
+    def step_sizes(self) -> tuple[str, ...]:
+        return ("lr",)
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -43,11 +54,18 @@ class SplitTrainingHyperparameters(PartialHyperparameters):
 
 
 class StatefulPersonalization(PartialPersonalization):
-    """Adds the stored personal parts ``[N, ...]`` of stateful clients (FedAlt and FedSim)."""
+    """Adds the stored personal parts ``[N, ...]`` of stateful clients (FedAlt and FedSim), and their momentum
+    buffers ``[N, ...]`` (``personal_momentum``, with ``momentum`` > 0): a client that keeps its personal part
+    across rounds keeps its optimizer's buffers of it."""
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.personal = broadcast(self.default_personal, fed.num_clients) if hp.stateful else None
+        self.personal_momentum = (
+            {k: torch.zeros_like(v) for k, v in self.personal.items()}
+            if hp.stateful and hp.momentum
+            else None
+        )
 
     def personal_start(self, clients, generator) -> Params:
         if self.personal is None:
@@ -55,12 +73,26 @@ class StatefulPersonalization(PartialPersonalization):
         rows = clients.to(self.fed.device)
         return {k: v.index_select(0, rows) for k, v in self.personal.items()}
 
-    def keep(self, params: Params, sampled: Tensor) -> None:
-        """Stateful clients keep their personal part for the next round."""
+    def personal_optimizer(self, params: Params, sampled: Tensor, keys: list[str] | None = None):
+        """The optimizer of the sampled clients' models ``params [S, ...]`` (over ``keys``, None: all): zero
+        momentum, except the personal part's buffers of stateful clients, which carry on from their last
+        round."""
+        opt = self.client_optimizer(params, keys)
+        if self.personal_momentum is not None:
+            rows = sampled.to(self.fed.device)
+            opt.load_state_dict({k: v.index_select(0, rows) for k, v in self.personal_momentum.items()})
+        return opt
+
+    def keep(self, params: Params, sampled: Tensor, opt: ClientOptimizer) -> None:
+        """Stateful clients keep their personal part, and its momentum buffers in ``opt``, for their next
+        round."""
         if self.personal is not None:
             rows = sampled.to(self.fed.device)
+            buffers = opt.state_dict()
             for k in self.personal_keys:
                 self.personal[k][rows] = params[k]
+                if self.personal_momentum is not None:
+                    self.personal_momentum[k][rows] = buffers[k]
 
     def finite(self) -> bool:
         return super().finite() and (self.personal is None or all_finite(self.personal))
@@ -77,9 +109,12 @@ class FedAlt(StatefulPersonalization):
         self.t = t
         params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
         w_steps = hp.local_steps if hp.personal_steps is None else hp.personal_steps
-        local_sgd(self.fed, self.sampler, params, sampled, w_steps, hp.lr, keys=self.personal_keys)
-        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, hp.lr, keys=self.global_keys)
-        self.keep(params, sampled)
+        opt_w = self.personal_optimizer(params, sampled, self.personal_keys)
+        opt_theta = self.client_optimizer(params, self.global_keys)  # from θ^r: zero momentum
+        lr = self.lr_at(t)
+        local_sgd(self.fed, self.sampler, params, sampled, w_steps, lr, optimizer=opt_w)
+        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, lr, optimizer=opt_theta)
+        self.keep(params, sampled, opt_w)
         self.server_step(params, sampled, hp.server_lr)
 
 

@@ -5,6 +5,10 @@ global model fine-tuned on its own training data for ``finetune_steps`` SGD step
 "Federated evaluation of on-device personalization"; the fair counterpart of Per-FedAvg's adaptation,
 docs/papers/pfedme.md §2.6, and the "FedAvg + fine-tuning" row of partial-personalization tables).
 ``finetune: personal`` fine-tunes only the personal part of the model's split.
+
+Client optimizer (config/README.md): FedAvg's training takes it as ``fedavg`` does (zero momentum each
+round, the round's scheduled step size); the fine-tuning too, from zero momentum, at the constant step size
+``finetune_lr`` (null: ``lr``, not scheduled: the schedule is the training rounds').
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ class FedAvgFT(FedAvg):
             personal = broadcast(self.w, fed.num_clients)
             keys = fed.model.personal_keys() if hp.finetune == "personal" else None
             sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
-            local_sgd(
-                fed, sampler, personal, fed.all_clients(), hp.finetune_steps, hp.finetune_lr or hp.lr, keys
-            )
+            opt = self.client_optimizer(personal, keys)  # zero momentum: fine-tuning starts from w_t
+            lr = hp.finetune_lr or hp.lr  # constant: the schedule is the training rounds'
+            local_sgd(fed, sampler, personal, fed.all_clients(), hp.finetune_steps, lr, optimizer=opt)
             self._cache = (self.t, personal)
         return {"global": self.w, "personal": self._cache[1]}
 

@@ -4,6 +4,10 @@ Pillutla et al., "Federated Learning with Partial Model Personalization", ICML 2
 (``pfl/optim/fedsim.py``; docs/papers/ffgg.md §3.5): each sampled client trains θ and w jointly for
 ``local_steps`` SGD steps from (θ^r, w_m); the server averages the θ's (server_lr 1: FedAvg). Stateless
 (the default, as in FFGG's table) or stateful, as FedAlt.
+
+Client optimizer (config/README.md): the joint steps are steps of one client optimizer over (θ, w) (the
+clipping norm over both parts), at the round's scheduled ``lr``; θ's momentum starts at zero each round,
+w's restarts with w (stateless) or carries on across rounds (stateful).
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ class FedSim(StatefulPersonalization):
         hp = self.hp
         self.t = t
         params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
-        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, hp.lr)
-        self.keep(params, sampled)
+        opt = self.personal_optimizer(params, sampled)  # θ: zero momentum; w: as FedAlt's
+        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, self.lr_at(t), optimizer=opt)
+        self.keep(params, sampled, opt)
         self.server_step(params, sampled, hp.server_lr)
 
 

@@ -19,6 +19,15 @@ same minibatch), Δ_m = θ^r − θ_K, and θ^{r+1} = θ^r − server_lr · mean
 ``algorithm``; the paper's random init, N(0, I) in its quadratic code); ``initial`` starts from the
 initial model's personal part (Pillutla et al.'s stateless "default client parameters"). Any split of
 the model works (input layer, output layer, adapter).
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): every
+gradient step on w (Algorithm 2's τ steps, Algorithm 4's w-steps: one optimizer per round, so its momentum
+runs on from the fine-tuner into the alternating steps) and on θ goes through it; the schedule scales γ_w and
+γ_θ, each from its own value. Clients are stateless: each round's w and Algorithm 4's θ_k start with zero
+momentum. Algorithm 1's θ-step θ^{r+1} = θ^r − γ_θ mean_m Δ_m is one SGD step on θ at the server, the
+averaged Δ as its gradient (clipped as a whole, weight decay on θ): its momentum buffer is the server's,
+kept across rounds. Algorithm 4's server step (``server_lr``) is the server's averaging, not an optimizer
+step. The defaults are the paper's plain steps.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from hetfl.engine.params import Params
 @dataclasses.dataclass(frozen=True)
 class FFGGHyperparameters(PartialHyperparameters):
     """``lr_theta`` γ_θ, ``lr_w`` γ_w, ``tau`` τ (fine-tuner steps), ``local_theta_steps`` K (0: Algorithm 1),
-    ``server_lr`` (Algorithm 4), ``personal_init`` (``random`` | ``initial``), plus the shared ones."""
+    ``server_lr`` (Algorithm 4), ``personal_init`` (``random`` | ``initial``), plus the shared ones (the
+    client optimizer's schedule scales both γ_θ and γ_w)."""
 
     lr_theta: float = 0.1
     lr_w: float = 0.1
@@ -46,6 +56,9 @@ class FFGGHyperparameters(PartialHyperparameters):
     server_lr: float = 1.0
     personal_init: Literal["random", "initial"] = "random"
 
+    def step_sizes(self) -> tuple[str, ...]:
+        return ("lr_theta", "lr_w")
+
     def check(self, key: str) -> None:
         super().check(key)
         self._positive(key, "lr_theta", "lr_w", "server_lr")
@@ -53,10 +66,15 @@ class FFGGHyperparameters(PartialHyperparameters):
 
 
 class FFGG(PartialPersonalization):
-    """FFGG (Algorithm 1) and Local FFGG (Algorithm 4). State: θ only (clients are stateless)."""
+    """FFGG (Algorithm 1) and Local FFGG (Algorithm 4). State: θ (clients are stateless) and the optimizer of
+    Algorithm 1's θ-step ``theta_opt`` (momentum buffers ``[1, ...]``)."""
 
     name = "ffgg"
     Hyperparameters = FFGGHyperparameters
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.theta_opt = self.client_optimizer(self.theta)  # Algorithm 1's θ-step: the server's θ [1, ...]
 
     @property
     def personal_lr(self) -> float:
@@ -72,28 +90,24 @@ class FFGG(PartialPersonalization):
         hp, model = self.hp, self.fed.model
         self.t = t
         params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
-        local_sgd(self.fed, self.sampler, params, sampled, hp.tau, hp.lr_w, keys=self.personal_keys)  # Alg. 2
+        lr_w, lr_theta = self.lr_at(t, hp.lr_w), self.lr_at(t, hp.lr_theta)
+        opt_w = self.client_optimizer(params, self.personal_keys)  # stateless clients: zero momentum
+        local_sgd(self.fed, self.sampler, params, sampled, hp.tau, lr_w, optimizer=opt_w)  # Alg. 2
         if hp.local_theta_steps == 0:  # Algorithm 1: one global gradient per client, server step γ_θ
             _, grads = client_grads(model, params, self.fed.batch(self.sampler, sampled))
             delta = self.aggregate({k: grads[k] for k in self.global_keys}, sampled)
-            self.theta = {k: v - hp.lr_theta * delta[k] for k, v in self.theta.items()}
+            if self.theta_opt.plain:
+                self.theta = {k: v - lr_theta * delta[k] for k, v in self.theta.items()}
+            else:
+                self.theta_opt.step(self.theta, delta, lr_theta)
             return
+        opt_theta = self.client_optimizer(params, self.global_keys)  # θ_0 = θ^r: zero momentum
         for _ in range(hp.local_theta_steps):  # Algorithm 4: alternate w and θ steps
             batch = self.fed.batch(self.sampler, sampled)
             _, grads = client_grads(model, params, batch)
-            with torch.no_grad():
-                torch._foreach_add_(
-                    [params[k] for k in self.personal_keys],
-                    [grads[k] for k in self.personal_keys],
-                    alpha=-hp.lr_w,
-                )
+            opt_w.step(params, grads, lr_w)  # w ← w − γ_w ∇_w f(θ_k, w)
             _, grads = client_grads(model, params, batch)  # ∇_θ at (θ_k, w_{k+1})
-            with torch.no_grad():
-                torch._foreach_add_(
-                    [params[k] for k in self.global_keys],
-                    [grads[k] for k in self.global_keys],
-                    alpha=-hp.lr_theta,
-                )
+            opt_theta.step(params, grads, lr_theta)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
         self.server_step(params, sampled, hp.server_lr)
 
 

@@ -6,6 +6,11 @@ travels to the server. The personal model of client m is (θ, w_m) with w_m fine
 training data for ``finetune_steps`` SGD steps before testing: the "final fine-tuning of the
 personal part" (stage 3 of FFGG's real-data pipeline, TMLR 2025 App. E.6; Pillutla et al. 2022).
 Where the fine-tuning starts depends on the algorithm (``personal_start``).
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): every
+gradient step on θ or w goes through it (each algorithm says how). The evaluation's fine-tuning too, from
+zero momentum, at its constant step size (``finetune_lr``, or the personal step size unscheduled: the
+schedule is the training rounds').
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.hyperparameters import ClientOptimization
 from hetfl.engine.grad import local_sgd
 from hetfl.engine.params import Params, all_finite, broadcast
 from hetfl.engine.sampler import eval_sampler
@@ -26,12 +32,13 @@ from hetfl.options import Options
 
 
 @dataclasses.dataclass(frozen=True)
-class PartialHyperparameters(Options):
+class PartialHyperparameters(ClientOptimization):
     """Shared by the partially personalized algorithms.
 
     ``batch_size`` |D|; ``clients_per_round`` S (null = all); ``client_weights`` (``uniform`` 1/S or
     ``samples``); ``finetune_steps``: SGD steps on w before evaluation; ``finetune_lr``: their step size
-    (null: the algorithm's personal step size).
+    (null: the algorithm's personal step size); and the client optimizer (``ClientOptimization``) of the
+    steps on θ and w, whose scheduled step sizes each algorithm names (:meth:`step_sizes`).
     """
 
     batch_size: int = 20
@@ -40,9 +47,13 @@ class PartialHyperparameters(Options):
     finetune_steps: int = 20
     finetune_lr: float | None = None
 
+    def step_sizes(self) -> tuple[str, ...]:
+        return ()
+
     def check(self, key: str) -> None:
         self._positive(key, "batch_size", "clients_per_round", "finetune_lr")
         self._positive(key, "finetune_steps", allow_zero=True)
+        super().check(key)
 
 
 class PartialPersonalization(FederatedAlgorithm):
@@ -113,7 +124,8 @@ class PartialPersonalization(FederatedAlgorithm):
             start = self.personal_start(clients, sampler.generator)
             params = self.compose(start, len(clients))
             lr = self.hp.finetune_lr or self.personal_lr
-            local_sgd(self.fed, sampler, params, clients, self.hp.finetune_steps, lr, keys=self.personal_keys)
+            opt = self.client_optimizer(params, self.personal_keys)  # zero momentum: fine-tuning is a copy
+            local_sgd(self.fed, sampler, params, clients, self.hp.finetune_steps, lr, optimizer=opt)
             self._cache = (self.t, params)
         return {"personal": self._cache[1]}
 

@@ -28,6 +28,14 @@ Official code differences, as named options:
   rounds, 90.83 vs 90.30 %, 3 seeds): it is there to compare with the official numbers only.
   ``train`` (default) adapts on training data, the Per-FedAvg paper's definition.
 - ``client_weights: samples``: the official n_i-weighted average (default uniform 1/S).
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): it
+takes the steps that move the client's model. With ``step: maml`` that is the β-step w ← w − β g (g the FO
+or HF meta-gradient; β scheduled); the α-step w' = w − α∇f(w; D) is part of the meta-gradient (it defines
+the objective f(w − α∇f(w))), so it stays a plain step of constant size α. With ``step: sequential`` both
+steps move the model: both go through the optimizer (one momentum buffer), α and β both scheduled. Clients
+start each round from w_t with zero momentum. The evaluation's adaptation (α-steps from w_t, the
+personalized model's definition; and ``official``'s α- and β-steps) stays plain SGD at the constant α, β.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import client_grads, local_sgd
+from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
 
@@ -50,7 +59,8 @@ from hetfl.engine.sampler import cycling_sampler, eval_sampler
 class PerFedAvgHyperparameters(Federated):
     """``lr`` α, the inner (personalization) step (official --learning_rate); ``beta`` β, the meta step;
     ``variant`` (``fo`` | ``hf``), ``hf_delta`` δ, ``step`` (``maml`` | ``sequential``), ``adaptation``
-    (``train`` | ``official``), ``adaptation_steps`` (α-steps of the ``train`` adaptation)."""
+    (``train`` | ``official``), ``adaptation_steps`` (α-steps of the ``train`` adaptation), and the client
+    optimizer of the model's steps."""
 
     beta: float = 0.001
     variant: Literal["fo", "hf"] = "fo"
@@ -58,6 +68,11 @@ class PerFedAvgHyperparameters(Federated):
     step: Literal["maml", "sequential"] = "maml"
     adaptation: Literal["train", "official"] = "train"
     adaptation_steps: int = 1
+
+    def step_sizes(self) -> tuple[str, ...]:
+        """The steps the schedule scales: β (``maml``; α is part of the meta-objective), or α and β
+        (``sequential``)."""
+        return ("beta",) if self.step == "maml" else ("lr", "beta")
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -84,13 +99,18 @@ class PerFedAvg(FederatedAlgorithm):
     def _grad(self, params: Params, batch: Batch) -> Params:
         return client_grads(self.fed.model, params, batch)[1]
 
-    def _local_step(self, local: Params, sampled: Tensor) -> Params:
-        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9)."""
+    def _descend(self, opt: ClientOptimizer, local: Params, grads: Params, lr: float) -> Params:
+        """w ← w − lr·g for every client: a step of the client optimizer ``opt`` (in place), or, when it is
+        plain SGD, w + (−lr)·g as a new dict (the arithmetic of the plain algorithm, to the bit)."""
+        return _shifted(local, grads, -lr) if opt.plain else opt.step(local, grads, lr)
+
+    def _local_step(self, local: Params, sampled: Tensor, opt: ClientOptimizer, t: int) -> Params:
+        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``."""
         hp, fed = self.hp, self.fed
         d1, d2 = fed.batch(self.sampler, sampled), fed.batch(self.sampler, sampled)
         if hp.step == "sequential":  # the paper-time official code: two SGD steps, no restore
-            local = _shifted(local, self._grad(local, d1), -hp.lr)
-            return _shifted(local, self._grad(local, d2), -hp.beta)
+            local = self._descend(opt, local, self._grad(local, d1), self.lr_at(t))
+            return self._descend(opt, local, self._grad(local, d2), self.lr_at(t, hp.beta))
         temp = _shifted(local, self._grad(local, d1), -hp.lr)  # w' = w − α ∇f(w; D)
         g = self._grad(temp, d2)  # g = ∇f(w'; D')
         if hp.variant == "hf":  # Hessian-vector product by central differences on D''
@@ -98,13 +118,14 @@ class PerFedAvg(FederatedAlgorithm):
             plus = self._grad(_shifted(local, g, hp.hf_delta), d3)
             minus = self._grad(_shifted(local, g, -hp.hf_delta), d3)
             g = {k: g[k] - hp.lr * (plus[k] - minus[k]) / (2 * hp.hf_delta) for k in g}
-        return _shifted(local, g, -hp.beta)  # w ← w − β g
+        return self._descend(opt, local, g, self.lr_at(t, hp.beta))  # w ← w − β g
 
     def round(self, t: int, sampled: Tensor) -> None:
         self.t = t
         local = broadcast(self.w, len(sampled))
+        opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
         for _ in range(self.hp.local_steps):
-            local = self._local_step(local, sampled)
+            local = self._local_step(local, sampled, opt, t)
         self.w = self.aggregate(local, sampled)
 
     def eval_models(self) -> dict[str, Params]:

@@ -33,6 +33,15 @@ the same iterates up to rounding, fewer multiply-adds; ``carry_input_product`` f
 
 ``train_clients: sampled`` is an extension (only the S sampled clients train; the others keep their
 last personal model): cheaper, not the paper.
+
+Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): it
+applies to the local update w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i), taken as a gradient step of size η
+(scheduled) along g_{i,r} = λ(w_{i,r} − θ̃_i), the gradient of the Moreau envelope F_i at w_{i,r} (the
+supplement, A.4.1, names it the local gradient). It does not apply to the inner solver: Algorithm 1 asks
+for θ̃_i(w_{i,r}), an approximate minimizer of h̃_i (the paper's (7)) to the accuracy of its (8), which
+defines the gradient estimate rather than a step of the model; its K steps stay plain gradient steps of
+constant size ``personal_lr`` (with λ and μ). Every client starts each round from w_t with zero momentum, the buffers
+carried over its R local updates. The defaults are the paper's plain step.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from torch import Tensor
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads
+from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.models.linalg import bmm
 
@@ -57,7 +67,8 @@ class PFedMeHyperparameters(Federated):
     ``lr`` η (--learning_rate), ``local_steps`` R (--local_epochs), ``batch_size`` |D|,
     ``clients_per_round`` S (--numusers), ``lam`` λ (--lamda), ``K`` inner steps, ``personal_lr``
     (--personal_learning_rate), ``beta`` β server mixing (β = 1: plain averaging), ``inner_l2`` μ,
-    ``inner_init``, ``train_clients``, ``client_weights``. Defaults: the paper's MNIST setting.
+    ``inner_init``, ``train_clients``, ``client_weights``, and the client optimizer of the local update.
+    Defaults: the paper's MNIST setting.
     """
 
     lam: float = 15.0
@@ -88,11 +99,16 @@ class PFedMe(FederatedAlgorithm):
         self.local = broadcast(self.w, fed.num_clients)
         self.carry_input_product: bool | None = None  # _inner_steps_carried: None where cheaper; True, False
 
-    def _local_rounds(self, clients: Tensor) -> tuple[Params, Params]:
-        """R local rounds of ``clients [C]`` from w_t. Returns (θ̃ [C, ...], w_{i,R} [C, ...])."""
+    def _local_rounds(self, clients: Tensor, t: int) -> tuple[Params, Params]:
+        """R local rounds of ``clients [C]`` from w_t in round ``t``.
+
+        Returns:
+            (θ̃ [C, ...], w_{i,R} [C, ...]).
+        """
         hp = self.hp
         local = broadcast(self.w, len(clients))  # w_{i,0} = w_t
         theta = clone(local)
+        opt, lr = self.client_optimizer(local), self.lr_at(t)  # zero momentum: every round starts from w_t
         for _ in range(hp.local_steps):
             batch = self.fed.batch(self.sampler, clients)  # one D_i for all K inner steps
             if hp.inner_init == "local":
@@ -101,9 +117,19 @@ class PFedMe(FederatedAlgorithm):
                 self._inner_steps_carried(theta, local, batch)
             else:
                 self._inner_steps(theta, local, batch)
-            with torch.no_grad():  # w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i) = lerp(w_{i,r}, θ̃_i, ηλ)
-                torch._foreach_lerp_(list(local.values()), list(theta.values()), hp.lr * hp.lam)
+            self._local_update(opt, local, theta, lr)
         return theta, local
+
+    @torch.no_grad()
+    def _local_update(self, opt: ClientOptimizer, local: Params, theta: Params, lr: float) -> None:
+        """w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i) (Algorithm 1's local update), in place on ``local
+        [C, ...]``: a step of the client optimizer ``opt`` along g_{i,r} = λ(w_{i,r} − θ̃_i) (the supplement's
+        local gradient, A.4.1), as lerp(w_{i,r}, θ̃_i, ηλ) when the optimizer is plain SGD."""
+        if opt.plain:
+            torch._foreach_lerp_(list(local.values()), list(theta.values()), lr * self.hp.lam)
+            return
+        grads = {k: (v - theta[k]).mul_(self.hp.lam) for k, v in local.items()}
+        opt.step(local, grads, lr)
 
     def _step(self, theta: Params, local: Params, grads: Params, keys: list[str]) -> None:
         """One inner step on ``keys``: θ ← θ − plr (g + λ(θ − w_{i,r}) + μθ), as
@@ -166,10 +192,10 @@ class PFedMe(FederatedAlgorithm):
     def round(self, t: int, sampled: Tensor) -> None:
         if self.hp.train_clients == "all":
             clients = self.fed.all_clients()
-            self.theta, self.local = self._local_rounds(clients)
+            self.theta, self.local = self._local_rounds(clients, t)
             uploaded = select(self.local, sampled)
         else:
-            theta, uploaded = self._local_rounds(sampled)
+            theta, uploaded = self._local_rounds(sampled, t)
             rows = sampled.to(self.fed.device)
             for k in self.theta:
                 self.theta[k][rows] = theta[k]
