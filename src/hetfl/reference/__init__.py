@@ -12,14 +12,19 @@ from hetfl.reference.fedavg_ft import fedavg_ft
 from hetfl.reference.local import local
 from hetfl.reference.partial import fedalt, fedsim, ffgg
 from hetfl.reference.perfedavg import perfedavg
+from hetfl.reference.personal_layers import fedbabu, fedper, fedrep, lg_fedavg
 from hetfl.reference.pfedme import pfedme
 
 REFERENCES = {
     "fedavg": fedavg,
     "fedavg_ft": fedavg_ft,
     "fedalt": fedalt,
+    "fedbabu": fedbabu,
+    "fedper": fedper,
+    "fedrep": fedrep,
     "fedsim": fedsim,
     "ffgg": ffgg,
+    "lg_fedavg": lg_fedavg,
     "local": local,
     "perfedavg": perfedavg,
     "pfedme": pfedme,
