@@ -28,6 +28,7 @@ from hetfl.train import Checkpointing, RunOutputs, run_key, train
 from tests import test_collaborative_equivalence as collab
 from tests import test_equivalence as personal
 from tests import test_minimax_equivalence as minimax
+from tests import test_personal_layers as layers
 from tests.conftest import SRC, TINY_STUDY, tiny_federation
 from tests.quadratic_helpers import TINY as QUADRATIC
 
@@ -78,6 +79,10 @@ CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, en
     [
         (c, (n, FEDERATION, hp, "epoch", _federation(split)))
         for c, (n, hp, split) in personal.PERSONALIZED.items()
+    ],
+    [  # FedPer, FedRep, LG-FedAvg (stateful personal parts, and their momentum) and FedBABU
+        (c, (n, FEDERATION, hp, "epoch", _federation(split)))
+        for c, (n, hp, split) in layers.CHECKPOINT.items()
     ],
     [
         (c, (n, FEDERATION, {**minimax.BASE, **hp}, s, _federation()))

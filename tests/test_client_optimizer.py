@@ -17,6 +17,7 @@ import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS, ClientOptimization
+from hetfl.algorithms.personalized.layers import SPLIT_OF
 from hetfl.engine.grad import local_sgd
 from hetfl.engine.participation import participation_schedule
 from hetfl.errors import ConfigError
@@ -392,6 +393,7 @@ def test_every_option_changes_every_algorithms_training(algorithm, option):
     each option alone changes a model it evaluates after 2 rounds."""
     cls = get_algorithm(algorithm)
     split = "output" if "lr_w" in cls.Hyperparameters.names() or algorithm in ("fedalt", "fedsim") else "none"
+    split = SPLIT_OF[cls.part] if hasattr(cls, "part") else split  # a personal head or body (layers.py)
     base = {"local_steps": 2} if "local_steps" in cls.Hyperparameters.names() else {}
     plain = _train(algorithm, base, split, rounds=2).eval_models()
     changed = _train(algorithm, {**base, **OPTIONS[option]}, split, rounds=2).eval_models()
