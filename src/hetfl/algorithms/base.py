@@ -24,6 +24,7 @@ from hetfl.engine.optim import ClientOptimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, average
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
+from hetfl.engine.server import ServerOptimizer, is_plain_average
 from hetfl.metrics import evaluate_models, metric_names
 from hetfl.options import Options
 
@@ -186,6 +187,24 @@ class FederatedAlgorithm(Algorithm):
     def aggregate(self, params: Params, sampled: Tensor) -> Params:
         """Server average ``[1, ...]`` of the sampled clients' models ``params [S, ...]``."""
         return average(params, self.aggregation_weights(sampled))
+
+    server_opt: ServerOptimizer | None = None
+    """The server optimizer's state (built at the first :meth:`server_step` that needs one)."""
+
+    def server_step(self, w: Params, aggregate: Params) -> Params:
+        """The server model after this round, from the server model ``w [1, ...]`` and the clients'
+        aggregate ``aggregate [1, ...]`` (e.g. :meth:`aggregate` of their models), through the run's server
+        optimizer (``hetfl.engine.server``: Δ_t = aggregate − w is the pseudo-gradient; hyper-parameters
+        ``server_optimizer``, ``server_lr``, ..., ``hetfl.algorithms.hyperparameters.ServerOptimization``).
+
+        With ``sgd`` at ``server_lr`` 1 (the defaults; also for hyper-parameters without these options) this
+        is ``aggregate`` itself, the plain average, bit for bit. Returns new tensors; ``w`` is not modified.
+        """
+        if is_plain_average(self.hp):
+            return aggregate
+        if self.server_opt is None:
+            self.server_opt = ServerOptimizer(self.hp, w)
+        return self.server_opt.step(w, aggregate)
 
     @abstractmethod
     def eval_models(self) -> dict[str, Params]:

@@ -110,3 +110,56 @@ class Federated(LocalTraining):
     def check(self, key: str) -> None:
         super().check(key)
         self._positive(key, "clients_per_round")
+
+
+@dataclasses.dataclass(frozen=True)
+class HeterogeneousSteps(Options):
+    """How many local steps each client takes (``hetfl.engine.local_steps``): ``local_steps_per_client``
+    (``equal``: every client ``local_steps``, the default; ``spread``: fixed, evenly spread over
+    [``local_steps_min``, ``local_steps``] by client index; ``uniform``: drawn from {``local_steps_min``, ...,
+    ``local_steps``} for every client each round), ``local_steps_min`` τ_min (1) and ``local_steps_unit``
+    (``steps``; ``epochs``: the count is in passes over the client's data, ⌈n_i/B⌉ steps each)."""
+
+    local_steps_per_client: Literal["equal", "spread", "uniform"] = "equal"
+    local_steps_min: int = 1
+    local_steps_unit: Literal["steps", "epochs"] = "steps"
+
+    def check(self, key: str) -> None:
+        """Raises: ConfigError: ``local_steps_min`` < 1, or above ``local_steps`` where it is used."""
+        super().check(key)
+        self._positive(key, "local_steps_min")
+        tau = getattr(self, "local_steps", None)
+        if self.local_steps_per_client != "equal" and tau is not None and self.local_steps_min > tau:
+            raise ConfigError(
+                f"{key}.local_steps_min", f"must be <= local_steps ({tau}), got {self.local_steps_min}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptimization(Options):
+    """The server optimizer (``hetfl.engine.server``; Reddi et al., ICLR 2021, Algorithms 1-2):
+    ``server_optimizer`` (``sgd``, the default; ``avgm`` FedAvgM; ``adagrad``, ``adam``, ``yogi``: FedAdagrad,
+    FedAdam, FedYogi), ``server_lr`` η (1: with ``sgd``, the plain average), ``server_momentum`` β1 (0.9;
+    [0, 1)), ``server_beta2`` β2 (0.99; [0, 1)), ``server_eps`` τ (1e-3; > 0)."""
+
+    server_optimizer: Literal["sgd", "avgm", "adagrad", "adam", "yogi"] = "sgd"
+    server_lr: float = 1.0
+    server_momentum: float = 0.9
+    server_beta2: float = 0.99
+    server_eps: float = 1e-3
+
+    def check(self, key: str) -> None:
+        """Raises: ConfigError: ``server_lr`` or ``server_eps`` ≤ 0, β1 or β2 outside [0, 1)."""
+        super().check(key)
+        self._positive(key, "server_lr", "server_eps")
+        for name in ("server_momentum", "server_beta2"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"{key}.{name}", f"must lie in [0, 1), got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgFamily(Federated, HeterogeneousSteps, ServerOptimization):
+    """The hyper-parameters the FedAvg-like algorithms share (FedAvg, FedProx, SCAFFOLD, FedNova): those of
+    ``Federated``, the clients' numbers of local steps (``HeterogeneousSteps``) and the server optimizer
+    (``ServerOptimization``). Their defaults are FedAvg: every client ``local_steps``, the plain average."""

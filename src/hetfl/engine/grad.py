@@ -3,12 +3,14 @@ per-client Python loop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params
+from hetfl.engine.params import Params, select
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
 
@@ -25,39 +27,57 @@ def client_grads(model: BatchedModel, params: Params, batch: Batch) -> tuple[Ten
     return model.loss_grads(params, batch.x, batch.y, None if batch.full else batch.mask)
 
 
+Correction = Callable[[Params, Params, int], None]
+"""A gradient correction ``correction(params, grads, m)``: adds, in place, an algorithm's term to the
+minibatch gradients ``grads [m, ...]`` of the first m clients at their parameters ``params [m, ...]`` (views
+of the stepped rows) before the optimizer's step, e.g. FedProx's μ(w − w_t) or SCAFFOLD's c − c_i."""
+
+
 def local_sgd(
     fed: Federation,
     sampler: BatchSampler,
     params: Params,
     clients: Tensor,
-    steps: int,
+    steps: int | Tensor,
     lr: float,
     keys: list[str] | None = None,
     split: str = "train",
     optimizer: ClientOptimizer | None = None,
+    correction: Correction | None = None,
 ) -> Params:
     """``steps`` SGD steps of each client in ``clients`` on its own minibatches.
 
     w_i ← w_i − lr · ∇f_i(w_i; D_i), fresh minibatch D_i each step (FedAvg's ClientUpdate,
     McMahan et al. 2017, Algorithm 1); with an ``optimizer``, each step is the shared client optimizer's
     (``ClientOptimizer.step``: clipping, weight decay, momentum, then the step of size ``lr``), which is
-    exactly the plain step above when its options are the defaults.
+    exactly the plain step above when its options are the defaults. With a ``correction``, the step takes
+    the corrected gradient ∇f_i(w_i; D_i) + (the algorithm's term): the gradient of a modified local
+    objective (FedProx, FedDyn) or a drift correction (SCAFFOLD), clipped and decayed by the optimizer as a
+    gradient of the loss would be.
+
+    Heterogeneous local steps (``steps`` a ``LongTensor[C]``, τ_c for row c, non-increasing: the rows
+    ordered longest first, ``hetfl.engine.local_steps.LocalSteps.order``): at local step k the clients still
+    working (τ_c > k) are the first m_k rows; step k draws minibatches for ``clients[:m_k]`` only (one
+    ``sampler.next`` call, in row order) and updates those rows in place, the others keep their models.
 
     Args:
         params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
         clients: ``LongTensor[C]``.
+        steps: τ, the same for every client (int), or ``LongTensor[C]`` per row, non-increasing.
         lr: the step size (of this round: ``FederatedAlgorithm.lr_at``).
         keys: the parameters to train (None: all, or the optimizer's); the others stay fixed (partial
             personalization).
         split: the data the steps use (``train``; ``test`` only for the official Per-FedAvg evaluation).
         optimizer: the clients' optimizer (``FederatedAlgorithm.client_optimizer``), built for ``params``'
             rows; its momentum buffers carry on from previous calls. None: plain SGD.
+        correction: added to the minibatch gradients before each step (:data:`Correction`); None: none.
 
     Returns:
         ``params`` after the steps.
 
     Raises:
-        ValueError: ``keys`` given and not the optimizer's.
+        ValueError: ``keys`` given and not the optimizer's; per-row ``steps`` of the wrong length, negative
+            or increasing.
     """
     if optimizer is not None:
         if keys is not None and list(keys) != optimizer.keys:
@@ -66,11 +86,68 @@ def local_sgd(
     keys = list(params) if keys is None else keys
     if not keys:
         return params
-    for _ in range(steps):
-        _, grads = client_grads(fed.model, params, fed.batch(sampler, clients, split))
+    for m in _working_rows(steps, len(clients)):
+        every = m == len(clients)
+        rows = params if every else {k: v[:m] for k, v in params.items()}  # the first m rows: views
+        _, grads = client_grads(fed.model, rows, fed.batch(sampler, clients if every else clients[:m], split))
+        if correction is not None:
+            correction(rows, grads, m)
         if optimizer is not None:
-            optimizer.step(params, grads, lr)
+            optimizer.step(rows, grads, lr)
             continue
         with torch.no_grad():
-            torch._foreach_add_([params[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
+            torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
     return params
+
+
+def _working_rows(steps: int | Tensor, rows: int) -> list[int]:
+    """The number of rows that step at each local step k = 0, 1, ...: ``[rows] * steps`` for an int, else
+    m_k = #{c : τ_c > k} for non-increasing per-row ``steps [rows]``.
+
+    Raises:
+        ValueError: per-row steps of the wrong length, negative or increasing.
+    """
+    if isinstance(steps, int):
+        return [rows] * steps
+    tau = [int(v) for v in steps.tolist()]
+    if len(tau) != rows or any(v < 0 for v in tau) or any(a < b for a, b in zip(tau, tau[1:], strict=False)):
+        raise ValueError(f"local_sgd: per-row steps must be {rows} non-increasing counts >= 0, got {tau}")
+    return [sum(v > k for v in tau) for k in range(tau[0] if tau else 0)]
+
+
+def full_grads(fed: Federation, params: Params, clients: Tensor, chunk: int, split: str = "train") -> Params:
+    """Each client's gradient of its mean loss over all its samples of ``split``, at its own parameters.
+
+    One pass over every client's data in stored order, ``chunk`` samples per client per call (block r of
+    each client that still has data), weighting each block's mean gradient by its share of the client's
+    samples: Σ_r (b_r / n_i) ∇f_i(w_i; block r) = ∇f_i(w_i; all n_i samples). No random stream is used.
+
+    Args:
+        params: ``[C, ...]``, row c belongs to ``clients[c]`` (not modified).
+        clients: ``LongTensor[C]``.
+        chunk: samples per client per call (memory), ≥ 1.
+
+    Returns:
+        ``dict[str, Tensor[C, ...]]`` (new tensors).
+    """
+    data = getattr(fed, split)
+    clients = clients.cpu()
+    sizes = data.sizes[clients]
+    out = {k: torch.zeros_like(v) for k, v in params.items()}
+    arange = torch.arange(chunk)
+    for start in range(0, int(sizes.max()) if len(sizes) else 0, chunk):
+        active = torch.nonzero(sizes > start).squeeze(1)
+        n = sizes[active].unsqueeze(1)
+        within = start + arange
+        mask = within < n
+        pos = torch.minimum(within.expand(len(active), -1), n - 1)
+        x, y = data.gather(clients[active], pos)
+        rows = params if len(active) == len(clients) else select(params, active)
+        batch = Batch(x, y, mask.to(x.device), full=bool(mask.all()))
+        _, grads = client_grads(fed.model, rows, batch)
+        share = (mask.sum(1).double() / n.squeeze(1).double()).to(fed.device)
+        with torch.no_grad():
+            for k, g in grads.items():
+                weight = share.to(g.dtype).reshape(-1, *([1] * (g.dim() - 1)))
+                out[k].index_add_(0, active.to(g.device), weight * g)
+    return out

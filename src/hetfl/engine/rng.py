@@ -11,6 +11,7 @@ minibatches never shifts the client-participation stream. Every stream is a CPU 
 | ``batches`` | minibatch order of every client |
 | ``algorithm`` | randomness inside an algorithm (noise, random personal init, ...) |
 | ``eval`` | randomness of evaluation (adaptation batches of personalized models), so that evaluating more or less often never changes training |
+| ``local_steps`` | the clients' numbers of local steps when they differ (``hetfl.engine.local_steps``: the same for every run of a study) |
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-STREAMS = ("init", "participation", "batches", "algorithm", "eval")  # append only: indices seed streams
+# append only: the indices seed the streams
+STREAMS = ("init", "participation", "batches", "algorithm", "eval", "local_steps")
 
 
 def stream_seed(seed: int, stream: str) -> int:
