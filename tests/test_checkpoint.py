@@ -25,6 +25,7 @@ from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 from hetfl.engine.participation import participation_schedule
 from hetfl.problems import build_problem, normalize_problem_spec
 from hetfl.train import Checkpointing, RunOutputs, run_key, train
+from tests import test_baselines_equivalence as baselines
 from tests import test_collaborative_equivalence as collab
 from tests import test_equivalence as personal
 from tests import test_minimax_equivalence as minimax
@@ -74,8 +75,22 @@ PERSONAL = (
     "fedavg-sampled-epoch-opt-cosine",
     "pfedme-epoch-opt-step",
 )
+BASELINES = (  # the FedAvg-like baselines: client state (SCAFFOLD's controls, FedDyn's gradients and h),
+    # the server optimizer's state, the uniform local-step draws, momentum
+    "fedavg-uniform-weighted-sequential",
+    "fedavg-server-adam-spread",
+    "fedprox-spread-weighted-adam",
+    "fedprox-sampled-opt-step",
+    "scaffold-II-sampled",
+    "scaffold-I-uniform-avgm",
+    "fednova-uniform-sampled-weighted",
+    "fednova-spread-opt-cosine",
+    "feddyn-full",
+    "feddyn-sampled-weighted-opt-step",
+)
 CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, environment builder)
     [(c, (n, FEDERATION, hp, s, _federation())) for c in PERSONAL for n, hp, s in [personal.CASES[c]]],
+    [(c, (n, FEDERATION, hp, s, _federation())) for c in BASELINES for n, hp, s in [baselines.CASES[c]]],
     [
         (c, (n, FEDERATION, hp, "epoch", _federation(split)))
         for c, (n, hp, split) in personal.PERSONALIZED.items()

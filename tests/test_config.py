@@ -118,9 +118,9 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             "",
         ),
         (
-            {"runs": {"x": {"algorithm": "fedprox"}}},
+            {"runs": {"x": {"algorithm": "fedbogus"}}},
             "studies.s.runs.x.algorithm",
-            "unknown algorithm 'fedprox'",
+            "unknown algorithm 'fedbogus'",
         ),
         (
             {"runs": {"x": {"algorithm": "pfedme", "lamda": 15}}},

@@ -9,18 +9,25 @@ initial weights, the participation schedule and the minibatch positions (drawn f
 
 from hetfl.reference.fedavg import fedavg
 from hetfl.reference.fedavg_ft import fedavg_ft
+from hetfl.reference.feddyn import feddyn
+from hetfl.reference.fednova import fednova
+from hetfl.reference.fedprox import fedprox
 from hetfl.reference.local import local
 from hetfl.reference.partial import fedalt, fedsim, ffgg
 from hetfl.reference.perfedavg import perfedavg
 from hetfl.reference.personal_layers import fedbabu, fedper, fedrep, lg_fedavg
 from hetfl.reference.pfedme import pfedme
+from hetfl.reference.scaffold_data import scaffold_data
 
 REFERENCES = {
     "fedavg": fedavg,
     "fedavg_ft": fedavg_ft,
     "fedalt": fedalt,
     "fedbabu": fedbabu,
+    "feddyn": feddyn,
+    "fednova": fednova,
     "fedper": fedper,
+    "fedprox": fedprox,
     "fedrep": fedrep,
     "fedsim": fedsim,
     "ffgg": ffgg,
@@ -28,6 +35,7 @@ REFERENCES = {
     "local": local,
     "perfedavg": perfedavg,
     "pfedme": pfedme,
+    "scaffold": scaffold_data,  # on client data (the quadratic problem's: hetfl.reference.scaffold)
 }
 
 __all__ = ["REFERENCES"]

@@ -1,5 +1,6 @@
 """FedAvg, sequential reference (McMahan et al. 2017, Algorithm 1): one client after the other, each with its
-own ``torch.optim.SGD`` (new every round: zero momentum) at the round's step size from torch's scheduler."""
+own ``torch.optim.SGD`` (new every round: zero momentum) at the round's step size from torch's scheduler;
+with the FedAvg-like options, unequal local steps τ_i and the server optimizer (Reddi et al. 2021)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,14 @@ from torch import Tensor
 
 from hetfl.engine.federation import Federation
 from hetfl.reference.common import (
-    TorchSGD,
     client_data,
-    draws,
     initial_state,
-    make_module,
     mean_states,
-    minibatch,
     round_lrs,
     sample_weights,
     sampler_for,
-    state_of,
 )
+from hetfl.reference.fedavg_like import ServerOpt, StepCounts, longest_first, step_draws, train_client
 
 
 def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
@@ -32,14 +29,11 @@ def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
     w = initial_state(fed, seed)
     lrs = round_lrs(hp, hp.lr, len(schedule))
+    counts, server = StepCounts(fed, hp, seed), ServerOpt(hp)
     for t, sampled in enumerate(schedule):
-        batches = draws(sampler, sampled, hp.local_steps)
-        states = []
-        for row, client in enumerate(sampled.tolist()):
-            module = make_module(fed, w)
-            opt = TorchSGD(module, hp)
-            for draw in batches:
-                opt.step_on(*minibatch(data[client], draw, row), lrs[t])
-            states.append(state_of(module))
-        w = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
+        order = longest_first(sampled, counts.next())
+        batches = step_draws(sampler, order)
+        states = [train_client(fed, data[c], w, batches[c], lrs[t], hp) for c, _ in order]
+        mean = mean_states(states, sample_weights(fed, [c for c, _ in order], hp.client_weights))
+        w = server.step(w, mean)
         yield {"global": w}

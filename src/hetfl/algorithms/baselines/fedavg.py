@@ -12,6 +12,13 @@ FedAvg has no personalization: its ``personal`` model is the global one (an alia
 Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): every
 local step is a step of the client's optimizer at the round's step size; clients start each round from w_t
 with zero momentum (stateless clients). The defaults are the paper's plain SGD at a constant ``lr``.
+
+Shared with the other FedAvg-like algorithms (config/README.md): unequal numbers of local steps τ_i
+(``local_steps_per_client``, ``local_steps_min``, ``local_steps_unit``; with unequal τ_i FedAvg converges
+to a stationary point of the surrogate Σ_i p_i τ_i f_i / Σ_i p_i τ_i, not of Σ_i p_i f_i: Wang et al.,
+NeurIPS 2020, Theorem 1) and the server optimizer (``server_optimizer``, ``server_lr``, ...: FedAvg with a
+server learning rate, FedAvgM, FedAdagrad, FedAdam, FedYogi of Reddi et al., ICLR 2021). The defaults
+(every client ``local_steps``, ``sgd`` at ``server_lr`` 1) are FedAvg, bit for bit.
 """
 
 from __future__ import annotations
@@ -20,39 +27,27 @@ import dataclasses
 
 from torch import Tensor
 
-from hetfl.algorithms.base import FederatedAlgorithm
-from hetfl.algorithms.hyperparameters import Federated
-from hetfl.engine.grad import local_sgd
-from hetfl.engine.params import Params, broadcast
+from hetfl.algorithms.baselines.common import FedAvgLike
+from hetfl.algorithms.hyperparameters import FedAvgFamily
 
 
 @dataclasses.dataclass(frozen=True)
-class FedAvgHyperparameters(Federated):
-    """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``, and the
-    client optimizer (``ClientOptimization``)."""
+class FedAvgHyperparameters(FedAvgFamily):
+    """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``, the
+    client optimizer (``ClientOptimization``), the clients' local steps (``HeterogeneousSteps``) and the
+    server optimizer (``ServerOptimization``)."""
 
 
-class FedAvg(FederatedAlgorithm):
+class FedAvg(FedAvgLike):
     """FedAvg. State: the global model ``w: [1, ...]``."""
 
     name = "fedavg"
     Hyperparameters = FedAvgHyperparameters
-    models = ("global", "personal")
-
-    def __init__(self, fed, hp, seed, sampling="epoch"):
-        super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
 
     def round(self, t: int, sampled: Tensor) -> None:
-        local = broadcast(self.w, len(sampled))  # line 8: w ← w_t for each k ∈ S_t
-        opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
-        local_sgd(
-            self.fed, self.sampler, local, sampled, self.hp.local_steps, self.lr_at(t), optimizer=opt
-        )  # ClientUpdate
-        self.w = self.aggregate(local, sampled)  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
-
-    def eval_models(self) -> dict[str, Params]:
-        return {"global": self.w, "personal": self.w}
+        clients, steps = self.participants(sampled)  # S_t, longest first (the server's order when τ_i equal)
+        local = self.local_training(t, clients, steps)  # lines 8-9: ClientUpdate(k, w_t) for each k ∈ S_t
+        self.w = self.server_step(self.w, self.aggregate(local, clients))  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
 
 
 ALGORITHMS = {"fedavg": FedAvg}

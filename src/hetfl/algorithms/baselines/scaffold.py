@@ -1,0 +1,104 @@
+"""SCAFFOLD on client data: local steps corrected by control variates.
+
+Karimireddy, Kale, Mohri, Reddi, Stich, Suresh, "SCAFFOLD: Stochastic Controlled Averaging for Federated
+Learning", ICML 2020, Algorithm 1. https://arxiv.org/abs/1910.06378
+
+State: the server model x and control c, one control c_i per client, all zero at the start. Each round, for
+each sampled client i ∈ S (lines 5-13):
+
+    y_i ← x;  τ_i times:  y_i ← y_i − η_l (g_i(y_i) − c_i + c)                        (lines 7-10)
+    c_i⁺ ← g_i(x)                               (option I: a fresh pass over the client's data at x)
+           c_i − c + (x − y_i)/(τ_i η_l)        (option II)                               (line 12)
+    Δy_i = y_i − x,  Δc_i = c_i⁺ − c_i,  c_i ← c_i⁺                                      (line 13)
+
+then the server (lines 15-17): x ← x + η_g Δx with Δx = (1/|S|) Σ_{i∈S} Δy_i, and c ← c + (|S|/N) Δc with
+Δc = (1/|S|) Σ_{i∈S} Δc_i, i.e. c ← c + (1/N) Σ_{i∈S} Δc_i: c stays the mean of the N client controls.
+
+Here: g_i(y) is the minibatch gradient of the local loss; the corrected gradient g_i − c_i + c is what the
+shared client optimizer steps (momentum, weight decay, clipping apply to it; the defaults are the paper's
+plain step); η_l is the round's step size. Option I's g_i(x) is the client's full-data gradient at x (one
+pass in stored order, no minibatch drawn: ``hetfl.engine.grad.full_grads``). The server step x ← x + η_g Δx
+is the server optimizer's ``sgd`` at ``server_lr`` η_g (any other ``server_optimizer`` may replace it). With
+``client_weights: samples`` Δx is the n_i-weighted mean and c ← c + Σ_{i∈S} (n_i/n) Δc_i, so that c stays
+Σ_i (n_i/n) c_i, the weights of that objective. With unequal local steps (``local_steps_per_client``) K in
+option II is each client's τ_i.
+
+Hyper-parameters (config ``scaffold`` on client data; the quadratic problem's ``scaffold`` is another
+implementation, ``hetfl.algorithms.quadratic.scaffold``): ``control`` (``II``, the default: it reuses the
+local steps; ``I`` costs an extra pass over the client's data), ``server_lr`` η_g (1), and FedAvg's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from hetfl.algorithms.baselines.common import FedAvgLike
+from hetfl.algorithms.hyperparameters import FedAvgFamily
+from hetfl.engine.grad import Correction, full_grads
+from hetfl.engine.params import Params, broadcast, select
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaffoldHyperparameters(FedAvgFamily):
+    """FedAvg's (``FedAvgFamily``: ``server_lr`` is η_g), plus ``control``: the update of c_i, ``II``
+    (default) or ``I`` (Algorithm 1, line 12)."""
+
+    control: Literal["I", "II"] = "II"
+
+
+class Scaffold(FedAvgLike):
+    """SCAFFOLD. State: the server model ``w: [1, ...]`` (x), the server control ``c: [1, ...]`` and the
+    client controls ``c_i: [N, ...]``."""
+
+    name = "scaffold"
+    Hyperparameters = ScaffoldHyperparameters
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self.c = {k: torch.zeros_like(v) for k, v in self.w.items()}  # c, [1, ...]
+        self.c_i = broadcast(self.c, fed.num_clients)  # c_i, [N, ...]
+
+    def correction(self, clients: Tensor) -> Correction:
+        """g_i(y) − c_i + c (Algorithm 1, line 10) for the clients ``clients [S]``."""
+        drift = self.drift(clients)
+
+        def corrected(params: Params, grads: Params, m: int) -> None:  # [m, ...]
+            with torch.no_grad():
+                for k, g in grads.items():
+                    g.add_(drift[k][:m])
+
+        return corrected
+
+    def drift(self, clients: Tensor) -> Params:
+        """c − c_i of the clients ``clients [S]``: ``[S, ...]``."""
+        c_i = select(self.c_i, clients)
+        return {k: c - c_i[k] for k, c in self.c.items()}
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        clients, steps = self.participants(sampled)
+        x, c = self.w, self.c
+        c_i, drift = select(self.c_i, clients), self.drift(clients)  # [S, ...]
+        local = self.local_training(t, clients, steps)  # y_i, [S, ...] (lines 7-10)
+        with torch.no_grad():
+            if self.hp.control == "I":  # c_i⁺ = g_i(x)
+                new = full_grads(self.fed, broadcast(x, len(clients)), clients, self.hp.batch_size)
+            else:  # c_i⁺ = c_i − c + (x − y_i)/(τ_i η_l)
+                scale = 1.0 / (steps.to(torch.float64) * self.lr_at(t))  # [S]
+                new = {}
+                for k, y in local.items():
+                    s = scale.to(device=y.device, dtype=y.dtype).reshape(-1, *([1] * (y.dim() - 1)))
+                    new[k] = (x[k] - y) * s - drift[k]
+            omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
+            for k in c:
+                delta = new[k] - c_i[k]  # Δc_i, [S, ...]
+                self.c_i[k].index_copy_(0, clients.to(delta.device), new[k])
+                w = omega.to(delta.dtype).reshape(-1, *([1] * (delta.dim() - 1)))
+                self.c[k] = c[k] + (w * delta).sum(0, keepdim=True)  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
+        self.w = self.server_step(x, self.aggregate(local, clients))  # x ← x + η_g Δx (line 16)
+
+
+ALGORITHMS = {"scaffold": Scaffold}
