@@ -9,7 +9,7 @@ torch.func turns each layer into its batched form (a linear layer into a batched
 into a grouped one), the same arithmetic as the hand-written models (``mlp.py``, ``cnn.py``; equal to 1e-6
 in float32, ``tests/test_generic_models.py``). Gradients: one reverse-mode pass through that vmapped
 forward (each client's loss depends only on its own rows), or ``vmap(grad_and_value(loss))`` per client
-(``ModuleModel.per_client_grad``); the same numbers, the first as fast or faster here. The forward stays
+(``ModuleModel.per_client_grad``); the same numbers, the first mostly faster here. The forward stays
 differentiable by plain autograd (algorithms that differentiate in the inputs, e.g. minimax robust training).
 
 Two ways in:
@@ -426,8 +426,8 @@ class ModuleModel(BatchedModel):
         ``per_client_grad`` False (the default): one reverse pass through the vmapped forward, the clients'
         losses summed (they are independent, so each client's gradient lands in its own row; the base
         class's :meth:`BatchedModel.loss_grads`). True: ``vmap(grad_and_value(loss))``, one gradient
-        transform per client. The same numbers up to rounding (tested); the first was as fast or faster on
-        this project's CPU (DNN, CNN, ResNet-18, 5 and 20 clients: 0.77-1.17x the time, ResNet-18 0.8-0.9x).
+        transform per client. The same numbers up to rounding (tested); the first took 0.77-1.17x the time
+        of the second on this project's CPU, less in 5 of 6 cases (DNN, CNN, ResNet-18 at 5 and 20 clients).
 
         Args:
             params: ``[C, ...]`` (not modified); x: ``[C, B, *sample_shape]``; y: ``[C, B]`` labels or
