@@ -79,6 +79,14 @@ def test_forward_and_gradients_equal_the_hand_written_model(name, per_client_gra
 ROUNDS_CASES = {
     "fedavg": {"lr": 0.1, "local_steps": 3, "batch_size": 4, "clients_per_round": 2},
     "pfedme": {"lr": 0.05, "local_steps": 2, "batch_size": 4, "K": 3, "personal_lr": 0.05, "lam": 5.0},
+    "fedavg-momentum": {  # the client optimizer (momentum, weight decay, clipping) on the generic gradients
+        "lr": 0.1,
+        "local_steps": 3,
+        "batch_size": 4,
+        "momentum": 0.9,
+        "weight_decay": 0.01,
+        "clip_norm": 1.0,
+    },
 }
 
 
@@ -89,7 +97,7 @@ def test_rounds_of_fedavg_and_pfedme_equal_the_hand_written_model(name, algorith
     and see the same participation and minibatches: the trained models agree to 1e-6 after 3 rounds."""
     fed = tiny_federation("mlr", sample_shape=SHAPE, classes=K, dtype=torch.float32)
     feds = [Federation(fed.train, fed.test, m) for m in (hand_written(name), generic_twin(name))]
-    cls = get_algorithm(algorithm)
+    cls = get_algorithm(algorithm.split("-")[0])
     hp = cls.Hyperparameters.from_dict(ROUNDS_CASES[algorithm], "test")
     algs = [cls(f, hp, 5, "epoch") for f in feds]
     schedule = participation_schedule(fed.num_clients, algs[0].clients_per_round, 3, 5)
