@@ -1,7 +1,9 @@
 """Any ``torch.nn.Module`` as a batched model, through ``torch.func``: no hand-written batched code.
 
 A :class:`ModuleModel` holds one single-client module as a template (built on the ``meta`` device: shapes
-only, no memory, no initialization) and evaluates all C clients at once::
+only, no memory, no initialization; on the CPU for a module that cannot be built or run there) and
+evaluates all C clients at once, on whatever device their parameters are (CUDA when the run picks it;
+the module's buffers, as constants, are copied there)::
 
     vmap(lambda p, x: functional_call(module, p, (x,)))(params, x)      # params [C, ...], x [C, B, ...]
 
