@@ -396,6 +396,33 @@ def test_editing_a_user_model_file_changes_exactly_the_fingerprints_of_its_runs(
     fp._parse.cache_clear()
 
 
+def test_editing_the_generic_path_reruns_its_models_only(tmp_path, monkeypatch):
+    """The hand-written models' runs do not fingerprint hetfl.models.generic; resnet18's and torch's do."""
+    import shutil
+
+    import hetfl.fingerprint as fp
+
+    root = tmp_path / "hetfl"
+    shutil.copytree(fp.ROOT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fp, "ROOT", root)
+    torch_model = normalize_model_spec(torch_spec("TanhNet"), "m")
+
+    def fingerprints():
+        fp._parse.cache_clear()
+        names = ("mlr", "dnn", "cnn", "vgg11", "resnet18", "char_lstm")
+        return {
+            **{n: train_fingerprint("fedavg", model=n) for n in names},
+            "torch": train_fingerprint("fedavg", model=torch_model),
+        }
+
+    before = fingerprints()
+    path = root / "models" / "generic.py"
+    path.write_text(path.read_text() + "\n_EXTRA = 1\n")
+    after = fingerprints()
+    fp._parse.cache_clear()
+    assert {k for k in before if before[k] != after[k]} == {"resnet18", "char_lstm", "torch"}
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_the_generic_path_runs_on_cuda_and_equals_the_cpu():
     fed = small("resnet18", dtype=torch.float32)

@@ -58,14 +58,14 @@ def model_module(name: str) -> str:
 
 def model_modules(model: str | dict) -> list[str]:
     """The modules a run of ``model`` (a config name or a normalized spec) fingerprints: the model's module,
-    and for ``torch`` the user's module that defines the ``nn.Module`` (``hetfl.models.generic.user_modules``)."""
-    spec = {"name": model} if isinstance(model, str) else model
-    modules = [model_module(spec["name"])]
-    if spec.get("module") is not None:
-        from hetfl.models.generic import user_modules
+    and those its class adds for the spec (``code_modules``: for ``torch``, the user's module that defines
+    the ``nn.Module``, ``hetfl.models.generic.TorchModel.code_modules``).
 
-        modules += user_modules(spec["module"])
-    return modules
+    The class is reached through the registry, not imported here: the modules a run fingerprints never
+    include another model's."""
+    name = model if isinstance(model, str) else model["name"]
+    extra = getattr(registry()[name], "code_modules", None)
+    return [model_module(name), *(extra(model) if extra is not None and isinstance(model, dict) else [])]
 
 
 def normalize_model_spec(spec: dict, key: str) -> dict:

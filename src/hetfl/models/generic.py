@@ -566,6 +566,21 @@ class TorchModel(ModuleModel):
     def describe(self) -> str:
         return f"'torch' ({self.module_path})"
 
+    @classmethod
+    def code_modules(cls, spec: dict[str, Any]) -> list[str]:
+        """The Python modules behind the spec's ``module`` path, for the code fingerprint of its runs
+        (``hetfl.models.model_modules``): the module the path names and the one that defines the object
+        (when it is re-exported from elsewhere), sorted.
+
+        Raises:
+            ImportError, ValueError: as :func:`import_object`.
+        """
+        path = spec["module"]
+        obj = import_object(path)
+        named = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+        defined = getattr(obj, "__module__", None) or named
+        return sorted({named, defined})
+
     def build_module(self) -> nn.Module:
         """``factory(**kwargs)``, with ``num_classes``/``sample_shape`` when the signature takes them."""
         kwargs = dict(self.kwargs)
@@ -614,19 +629,6 @@ class TorchModel(ModuleModel):
                 f"{key}.module", f"{path!r} is a {type(obj).__name__}, not an nn.Module class or factory"
             )
         return {"module": path, **out}
-
-
-def user_modules(path: str) -> list[str]:
-    """The Python modules behind a ``module`` path, for the code fingerprint of its runs: the module the
-    path names and the one that defines the object (when it is re-exported from elsewhere), sorted.
-
-    Raises:
-        ImportError, ValueError: as :func:`import_object`.
-    """
-    obj = import_object(path)
-    named = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
-    defined = getattr(obj, "__module__", None) or named
-    return sorted({named, defined})
 
 
 MODELS = [TorchModel]
