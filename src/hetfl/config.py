@@ -354,7 +354,10 @@ def resolve_study(name: str, study: dict) -> Study:
                 points[point].label = point
     notes = _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
-        _check_run(spec, env, f"{key}.runs.{label}")
+        own_model = spec.settings.get("model") != base.get("model")  # a run's own model, or the study's
+        _check_run(
+            spec, env, f"{key}.runs.{label}", f"{key}.runs.{label}.model" if own_model else f"{key}.model"
+        )
     _check_init_from(runs, f"{key}.runs")
 
     metrics = {m for spec in runs.values() for m in spec.metrics}
@@ -597,8 +600,12 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[
     return notes
 
 
-def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
-    """Checks that need the run and its environment: S ≤ N, the model fits the data and the algorithm."""
+def _check_run(spec: RunSpec, env: dict[str, Any], key: str, model_key: str | None = None) -> None:
+    """Checks that need the run and its environment: S ≤ N, the model fits the data and the algorithm.
+
+    A model that cannot be built on the data is reported under ``model_key`` (the study's ``model`` when
+    the run has no model of its own; default ``{key}.model``), at the option its error names
+    (``hetfl.models.generic.ModelOptionError.option``; else ``name``)."""
     for name in ("clients_per_round", "active_clients"):
         s = spec.hyperparameters.get(name)
         if s is not None and s > spec.num_clients:
@@ -613,7 +620,9 @@ def _check_run(spec: RunSpec, env: dict[str, Any], key: str) -> None:
                 info.task,
             )
         except ValueError as err:
-            raise ConfigError(f"{key}.model.name", str(err)) from None
+            raise ConfigError(
+                f"{model_key or key + '.model'}.{getattr(err, 'option', 'name')}", str(err)
+            ) from None
         get_algorithm(spec.algorithm).check_model(model, key)
 
 
@@ -686,17 +695,21 @@ def resolve_checkpoint(value: Any) -> dict[str, Any]:
     return cfg
 
 
-def train_fingerprint(algorithm: str, problem: str | None = None, model: str | None = None) -> str:
+def train_fingerprint(algorithm: str, problem: str | None = None, model: str | dict | None = None) -> str:
     """Code fingerprint of a training job of ``algorithm`` (on ``problem``, if any; with ``model``, on client
     data): its module, the problem's or the model's module, the training driver, and everything they
     import from hetfl. Registries are not followed (``hetfl.fingerprint``): adding an algorithm, problem,
-    model or dataset module changes no other job's fingerprint."""
+    model or dataset module changes no other job's fingerprint.
+
+    ``model`` is a config name or the run's normalized model spec; the spec of ``name: torch`` adds the
+    user's module that defines the ``nn.Module`` (``hetfl.models.model_modules``), so editing it reruns
+    exactly the runs that use it."""
     from hetfl.fingerprint import fingerprint
-    from hetfl.models import model_module
+    from hetfl.models import model_modules
 
     modules = [algorithm_module(algorithm, problem or FEDERATION), "hetfl.train"]
     modules += [problem_module(problem)] if problem else []
-    modules += [model_module(model)] if model else []
+    modules += model_modules(model) if model else []
     return fingerprint(modules)
 
 

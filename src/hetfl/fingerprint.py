@@ -29,13 +29,27 @@ PACKAGE = "hetfl"
 # the registries, names -> modules: their entries are fingerprinted where a job uses them (the run's
 # algorithm, problem, model; the dataset's module; the partition's scheme), never all of them
 EXCLUDE = frozenset({"hetfl.algorithms", "hetfl.problems", "hetfl.data.partitioners"})
-_EXTERNAL: dict[str, Path] = {}  # modules outside hetfl named explicitly (e.g. a registered plugin)
+_EXTERNAL: dict[str, Path | None] = {}  # modules outside hetfl: named ones (a plugin, a user's model), and
+# the modules of their own top-level packages that they import (None: not a module with a source file)
+_EXTERNAL_ROOTS: set[str] = set()  # top-level packages of the named outside modules
+
+
+def _locate(module: str) -> Path | None:
+    """The source file of a module outside hetfl, found with ``importlib`` (None if none)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError, AttributeError):  # e.g. ``pkg.mod.Name``: not a module
+        return None
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
 
 def _path(module: str) -> Path | None:
-    """The source file of a hetfl module (None for other packages: their imports are not followed)."""
+    """The source file of a hetfl module, of a named module outside hetfl or of a module of its top-level
+    package (None for other packages: their imports are not followed)."""
     parts = module.split(".")
     if parts[0] != PACKAGE:
+        if module not in _EXTERNAL and parts[0] in _EXTERNAL_ROOTS:
+            _EXTERNAL[module] = _locate(module)
         return _EXTERNAL.get(module)
     base = ROOT.joinpath(*parts[1:])
     if base.with_suffix(".py").is_file():
@@ -89,15 +103,17 @@ def _parse(module: str) -> tuple[str, tuple[str, ...]]:
 def closure(modules: list[str]) -> list[str]:
     """Every hetfl module the given modules import, transitively (including themselves), sorted.
 
-    A given module outside hetfl (an algorithm or problem registered from another package) is located
-    with ``importlib`` and hashed too; of its imports, only hetfl's are followed.
+    A given module outside hetfl (an algorithm or problem registered from another package, the module of a
+    ``name: torch`` model) is located with ``importlib`` and hashed too; of its imports, hetfl's and those
+    of its own top-level package (``mypackage.layers`` for ``mypackage.models``) are followed.
     """
     for module in modules:
-        if not module.startswith(PACKAGE + ".") and module not in _EXTERNAL:
+        if not module.startswith(PACKAGE + ".") and _EXTERNAL.get(module) is None:
             spec = importlib.util.find_spec(module)
             if spec is None or not spec.origin:
                 raise ModuleNotFoundError(f"no module '{module}'")
             _EXTERNAL[module] = Path(spec.origin)
+            _EXTERNAL_ROOTS.add(module.split(".")[0])
     seen: set[str] = set()
     stack = list(modules)
     while stack:

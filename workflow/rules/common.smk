@@ -121,7 +121,7 @@ def get_run_spec(wildcards):
 
 def get_run_code(wildcards):
     s, r = STUDIES[wildcards.study], STUDIES[wildcards.study].spec(wildcards.run)
-    model = None if s.problem else r.settings["model"]["name"]
+    model = None if s.problem else r.settings["model"]  # the spec: name: torch fingerprints the user's module
     return train_fingerprint(r.algorithm, s.problem and s.problem["name"], model)
 
 

@@ -7,9 +7,12 @@
 | ``dnn`` | Linear(d, hidden) → ReLU → Linear(hidden, K) | ``hidden`` (100) |
 | ``cnn`` | 2 × (conv → ReLU → maxpool) → Linear(hidden) → ReLU → Linear(K) | ``channels`` ([16, 32]), ``kernel`` (3), ``hidden`` (64) |
 | ``vgg11`` | VGG-11 (configuration A, no batch norm), classifier 512-512-K, for 32×32 images (CIFAR-10) | ``width`` (64) |
+| ``torch`` | any importable ``nn.Module`` class or factory, batched by ``torch.func`` (``hetfl.models.generic``) | ``module`` (required), ``kwargs`` ({}), ``init`` (``module``) |
+| ``resnet18`` | ResNet-18 with GroupNorm, CIFAR stem, through ``torch.func`` | ``width`` (64), ``norm_groups`` (2), ``init`` |
+| ``char_lstm`` | embedding → stacked LSTM → Linear, next-character prediction (LEAF Shakespeare), through ``torch.func`` | ``vocab`` (80), ``embed`` (8), ``hidden`` (256), ``layers`` (2), ``init`` |
 
 Every model also takes ``split`` (``none``, ``input``, ``output``, ``adapter``: which parameters are
-personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4).
+personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4); the ``torch.func`` models refuse ``adapter``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "Params",
     "build_model",
     "model_module",
+    "model_modules",
     "model_names",
     "normalize_model_spec",
     "registry",
@@ -52,6 +56,18 @@ def model_module(name: str) -> str:
     return registry()[name].__module__
 
 
+def model_modules(model: str | dict) -> list[str]:
+    """The modules a run of ``model`` (a config name or a normalized spec) fingerprints: the model's module,
+    and those its class adds for the spec (``code_modules``: for ``torch``, the user's module that defines
+    the ``nn.Module``, ``hetfl.models.generic.TorchModel.code_modules``).
+
+    The class is reached through the registry, not imported here: the modules a run fingerprints never
+    include another model's."""
+    name = model if isinstance(model, str) else model["name"]
+    extra = getattr(registry()[name], "code_modules", None)
+    return [model_module(name), *(extra(model) if extra is not None and isinstance(model, dict) else [])]
+
+
 def normalize_model_spec(spec: dict, key: str) -> dict:
     """Validate a ``model`` config section and fill in defaults.
 
@@ -62,6 +78,9 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
     Returns:
         The spec with every option present.
 
+    Options of ``config_options`` (strings and mappings of the ``torch.func`` models: ``module``,
+    ``kwargs``, ``init``) are checked by the class's ``normalize_config_options``, after the others.
+
     Raises:
         ConfigError: unknown model name or option, or an option of the wrong type.
     """
@@ -71,13 +90,15 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
     name = spec["name"]
     if name not in models:
         raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=models)
-    options = {**models[name].options, "split": "none", "adapter_rank": 4}
+    cls = models[name]
+    options = {**cls.options, "split": "none", "adapter_rank": 4}
+    special = getattr(cls, "config_options", {})
     for opt, value in spec.items():
-        if opt == "name":
+        if opt == "name" or opt in special:
             continue
         if opt not in options:
             raise ConfigError(
-                f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options]
+                f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options, *special]
             )
         default = options[opt]
         if opt == "split":
@@ -95,6 +116,8 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
         if not ok:
             raise ConfigError(f"{key}.{opt}", f"expected {expected}, got {value!r}")
         options[opt] = value
+    if special:
+        options.update(cls.normalize_config_options({k: v for k, v in spec.items() if k in special}, key))
     return {"name": name, **options}
 
 
@@ -112,7 +135,9 @@ def build_model(
         task: ``classification`` (cross-entropy) or ``regression`` (squared error).
 
     Raises:
-        ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data), or an unknown task.
+        ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data), or an unknown task;
+            a ``hetfl.models.generic.ModelOptionError`` (a ValueError) names the option at fault in
+            ``option``.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
