@@ -124,7 +124,7 @@ def test_editing_an_algorithm_reruns_its_runs_only(repo):
     "change,message",
     [
         (
-            {"runs": {"fedavg": {"algorithm": "fedprox"}}},
+            {"runs": {"fedavg": {"algorithm": "fedbogus"}}},
             "studies.tiny.runs.fedavg.algorithm': unknown algorithm",
         ),
         ({"partition": {"clients": 5000}}, "studies.tiny.partition"),
