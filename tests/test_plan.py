@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from hetfl.config import build_suite
+from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.plan import (
     EVAL_COST,
     Fit,
@@ -134,6 +136,46 @@ def test_minimax_local_epochs_count_steps_per_epoch():
     per_client = 1797 * (1 - build_suite(config).studies["mm"].partition["test_fraction"]) / 4
     assert job_work(spec_of(config, "mm", "epochs")).steps == pytest.approx(3 * math.ceil(per_client / 32))
     assert job_work(spec_of(config, "mm", "steps")).steps == 3
+
+
+def test_unequal_local_steps_count_their_mean_and_epochs_their_batches():
+    config = {
+        "studies": {
+            "un": {
+                **DIGITS,
+                "model": {"name": "mlr"},
+                "rounds": 5,
+                "seeds": [0],
+                "defaults": {"batch_size": 32, "local_steps": 20, "clients_per_round": 2},
+                "runs": {
+                    "equal": {"algorithm": "fedavg"},
+                    "uniform": {
+                        "algorithm": "fedavg",
+                        "local_steps_per_client": "uniform",
+                        "local_steps_min": 4,
+                    },
+                    "epochs": {"algorithm": "fedavg", "local_steps": 3, "local_steps_unit": "epochs"},
+                },
+            }
+        }
+    }
+    per_client = 1797 * (1 - build_suite(config).studies["un"].partition["test_fraction"]) / 4
+    assert job_work(spec_of(config, "un", "equal")).steps == 20
+    assert job_work(spec_of(config, "un", "uniform")).steps == 12  # tau_i ~ U{4..20}: mean 12
+    assert job_work(spec_of(config, "un", "epochs")).steps == pytest.approx(3 * math.ceil(per_client / 32))
+
+
+def test_an_lstm_counts_its_gates_at_every_step():
+    module = CharLSTMModule(80, 8, 16, 2, 80)
+    counted = []
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: counted.append(m.forward_flops(i[0], o))) for m in module.lstm
+    ]
+    module(torch.zeros(1, 10, dtype=torch.long))
+    for h in hooks:
+        h.remove()
+    # layer 1: 8 inputs, layer 2: 16; four gates, input and recurrent products, 10 steps, 2 FLOPs a multiply-add
+    assert counted == [2 * 4 * 16 * (8 + 16) * 10, 2 * 4 * 16 * (16 + 16) * 10]
 
 
 def test_the_fit_recovers_the_overhead_and_the_rates(measured):

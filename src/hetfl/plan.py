@@ -81,7 +81,8 @@ def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int,
     """``(P, F, sample_shape)`` of a model spec on a dataset spec (both canonical JSON).
 
     P: parameters (every one: global, personal, adapters); F: forward FLOPs per sample (multiply-adds
-    count 2) of its ``Linear`` and ``Conv2d`` layers, counted on one forward pass of a zero sample.
+    count 2) of its ``Linear`` and ``Conv2d`` layers and of any layer with a ``forward_flops(input,
+    output)`` method (``char_lstm``'s LSTM layers), counted on one forward pass of a zero sample.
     """
     import torch
     from torch import nn
@@ -100,10 +101,14 @@ def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int,
             kh, kw = module.kernel_size
             per_output = 2 * (module.in_channels // module.groups) * kh * kw
             flops[0] += per_output * output[0].numel()  # output [1, C_out, H, W] -> C_out·H·W values
+        elif hasattr(module, "forward_flops"):  # a layer that counts itself, e.g. char_lstm's LSTM layers
+            flops[0] += int(module.forward_flops(inputs[0], output))
 
     reference = model.reference_module()
     handles = [
-        m.register_forward_hook(count) for m in reference.modules() if isinstance(m, nn.Linear | nn.Conv2d)
+        m.register_forward_hook(count)
+        for m in reference.modules()
+        if isinstance(m, nn.Linear | nn.Conv2d) or hasattr(m, "forward_flops")
     ]
     with torch.no_grad():
         reference(torch.zeros(1, *info.sample_shape))
@@ -151,7 +156,12 @@ def _local_steps(algorithm: str, hp: dict[str, Any], samples: float, batch: floa
         if hp.get("tau_unit", "steps") == "epochs":
             steps *= math.ceil(samples / batch)
         return max(1.0, steps)
-    steps = (hp.get("local_steps") or 0) * (hp.get("K") or 1)  # pFedMe: K inner steps per local step
+    tau = hp.get("local_steps") or 0
+    if hp.get("local_steps_per_client", "equal") != "equal":  # spread / uniform: mean of tau_min..tau
+        tau = (tau + (hp.get("local_steps_min") or 1)) / 2
+    if hp.get("local_steps_unit", "steps") == "epochs":  # tau_i = u_i ceil(n_i / B)
+        tau *= math.ceil(samples / batch)
+    steps = tau * (hp.get("K") or 1)  # pFedMe: K inner steps per local step
     steps += (hp.get("personal_steps") or 0) + (hp.get("local_theta_steps") or 0)
     if algorithm == "ffgg" and "lr_w" in hp and "batch_size" in hp:  # FFGG on client data: τ fine-tuner steps
         steps += hp.get("tau") or 0

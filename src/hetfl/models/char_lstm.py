@@ -54,6 +54,11 @@ class LSTMLayer(nn.Module):
             out.append(h)
         return torch.stack(out, dim=1)
 
+    def forward_flops(self, x: Tensor, out: Tensor) -> int:
+        """Multiply-add FLOPs per sample of :meth:`forward` on ``x [B, T, in]``: the input and recurrent
+        products of the four gates at each of the T steps, 2·4·hidden·(in + hidden)·T (``hetfl.plan``)."""
+        return 2 * 4 * self.hidden * (x.shape[-1] + self.hidden) * x.shape[1]
+
 
 class CharLSTMModule(nn.Module):
     """Embedding -> ``layers`` LSTM layers -> Linear on the last step: ``x [B, T]`` indices -> ``[B, K]``.
