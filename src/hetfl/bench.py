@@ -1,11 +1,21 @@
-"""Speed benchmark: the batched engine against the sequential per-client reference.
+"""Speed benchmarks: the batched engine against the sequential per-client reference, and against the
+official pFedMe code at equal work.
 
     python -m hetfl.bench                       # FedAvg and pFedMe of the default study
     python -m hetfl.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
+    python -m hetfl.bench --official            # the rows of the official-code table (README, speed)
 
-Both implementations train the same study run on the same data, partition, seed, participation and
-minibatches, with one torch thread; evaluation is excluded. Prints rounds per second of each and the
-ratio. A benchmark, not a test: the numbers depend on the machine.
+Default mode: both implementations train the same study run on the same data, partition, seed,
+participation and minibatches, with one torch thread; evaluation is excluded. Prints rounds per second of
+each and the ratio.
+
+``--official``: the six rows (mnist5k with 20 users and Synthetic(0.5, 0.5) with 100 users, MLR; pFedMe,
+FedAvg, Per-FedAvg) at the official code's settings, the runs of ``pfedme_mnist`` and ``pfedme_synthetic``
+with ``sampling: sequential``, ``client_weights: samples``, pFedMe's ``inner_l2: 0.001`` and evaluation
+every round (the official code evaluates every round: ``serverpFedMe.train``); per-round medians of the
+round alone and of the round plus its evaluation, printed beside the official code's seconds per round
+measured on this project's machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`).
+A benchmark, not a test: the numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -47,8 +57,8 @@ def _rate(step, rounds: int) -> float:
     return rounds / (time.perf_counter() - start)
 
 
-def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -> dict:
-    """Rounds per second of run ``label`` of ``study``, batched and sequential."""
+def _algorithm(study, label: str, seed: int, device: torch.device):
+    """``(algorithm, fed, spec)``: run ``label`` of ``study`` built as a training job builds it."""
     spec = json.loads(study.run_json(label))
     dataset = _dataset(study)
     run = study.runs[label]
@@ -57,15 +67,20 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
     fed = Federation.from_partition(dataset, partition, model, device, getattr(torch, spec["dtype"]))
     cls = get_algorithm(spec["algorithm"])
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], label)
-    algorithm = cls(fed, hp, seed, spec["sampling"])
+    return cls(fed, hp, seed, spec["sampling"]), fed, spec
+
+
+def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -> dict:
+    """Rounds per second of run ``label`` of ``study``, batched and sequential."""
+    algorithm, fed, spec = _algorithm(study, label, seed, device)
+    hp = algorithm.hp
     schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, rounds + 1, seed)
     counter = iter(range(1, rounds + 2))
 
     def batched_step():
         t = next(counter)
         algorithm.round(t, schedule[t - 1])
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        _sync(device)
 
     reference = REFERENCES[spec["algorithm"]](fed, hp, seed, schedule, spec["sampling"])
     batched = _rate(batched_step, rounds)
@@ -80,6 +95,92 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
     }
 
 
+OFFICIAL = {  # seconds per round of the official pFedMe code (with / without its evaluation), 1 thread, idle
+    ("pfedme_mnist", "pfedme"): (0.642, 0.532),
+    ("pfedme_mnist", "fedavg"): (0.187, 0.118),
+    ("pfedme_mnist", "perfedavg"): (0.352, 0.259),
+    ("pfedme_synthetic", "pfedme"): (3.864, 2.574),
+    ("pfedme_synthetic", "fedavg"): (0.526, 0.062),
+    ("pfedme_synthetic", "perfedavg"): (0.749, 0.137),
+}
+"""The official pFedMe code (github.com/CharlieDinh/pFedMe, ``main.py`` with the study's hyper-parameters) on
+the same data, seconds per round with its per-round evaluation / without it, measured on this project's
+machine type (2-core AMD EPYC, one thread, idle); the official code was run beside hetfl, outside this
+repository."""
+
+OFFICIAL_ROUNDS = {"pfedme_mnist": 100, "pfedme_synthetic": 50}
+
+
+def official_config(config: dict) -> dict:
+    """``config`` with the official code's settings on the studies of :data:`OFFICIAL`: ``sampling:
+    sequential``, evaluation every round, :data:`OFFICIAL_ROUNDS`, ``client_weights: samples`` on each
+    timed run and pFedMe's ``inner_l2: 0.001`` (docs/papers/pfedme.md §5)."""
+    out = json.loads(json.dumps(config))
+    for (name, label), _ in OFFICIAL.items():
+        study = out["studies"][name]
+        study.update(sampling="sequential", eval_every=1, rounds=OFFICIAL_ROUNDS[name])
+        run = study["runs"][label]
+        run["client_weights"] = "samples"
+        if run["algorithm"] == "pfedme":
+            run["inner_l2"] = 0.001
+    return out
+
+
+def bench_official(config: dict, seed: int, device: torch.device) -> list[dict]:
+    """Per-round medians, seconds, of each row of :data:`OFFICIAL`: the round alone and the round with its
+    evaluation, over the study's rounds after one warm-up round (evaluation of round 0 included there)."""
+    suite = build_suite(official_config(config))
+    rows = []
+    for (name, label), (official_eval, official_train) in OFFICIAL.items():
+        study = suite.studies[name]
+        algorithm, fed, _ = _algorithm(study, label, seed, device)
+        rounds = study.rounds
+        schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, rounds, seed)
+        train, evaluate = [], []
+        algorithm.evaluate()
+        for t in range(1, rounds + 1):
+            start = time.perf_counter()
+            algorithm.round(t, schedule[t - 1])
+            _sync(device)
+            middle = time.perf_counter()
+            algorithm.evaluate()
+            _sync(device)
+            train.append(middle - start)
+            evaluate.append(time.perf_counter() - middle)
+        train, both = _median(train[1:]), _median([a + b for a, b in zip(train, evaluate, strict=True)][1:])
+        rows.append(
+            {
+                "data": name, "run": label, "rounds": rounds,
+                "official_eval_s": official_eval, "official_train_s": official_train,
+                "hetfl_eval_s": both, "hetfl_train_s": train,
+                "ratio_eval": official_eval / both, "ratio_train": official_train / train,
+            }
+        )  # fmt: skip
+    return rows
+
+
+def _median(values: list[float]) -> float:
+    return float(torch.tensor(values, dtype=torch.float64).median())
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def print_official(rows: list[dict]) -> None:
+    print("seconds per round, with evaluation / without; official: the official pFedMe code measured on this")
+    print("project's machine type (2-core AMD EPYC, one thread, idle); hetfl: measured now, on this machine")
+    print("| data | algorithm | rounds | official | hetfl | ratio |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['data']} | {r['run']} | {r['rounds']} | {r['official_eval_s']:.3f} / {r['official_train_s']:.3f} "
+            f"| {r['hetfl_eval_s']:.4f} / {r['hetfl_train_s']:.4f} "
+            f"| {r['ratio_eval']:.1f}x / {r['ratio_train']:.1f}x |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", default="config/config.yaml")
@@ -89,11 +190,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--official", action="store_true", help="the official-code rows (module docstring)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    suite = build_suite(yaml.safe_load(Path(args.configfile).read_text()))
-    study = suite.studies[args.study]
+    config = yaml.safe_load(Path(args.configfile).read_text())
     device = pick_device(args.device)
+    if args.official:
+        with threadpool_limits(limits=args.threads):
+            print_official(bench_official(config, args.seed, device))
+        return
+    suite = build_suite(config)
+    study = suite.studies[args.study]
     print(
         f"study {args.study}: {study.num_clients} clients, device {device}, {args.threads} thread(s), "
         f"{args.rounds} timed rounds each"

@@ -1,0 +1,44 @@
+"""The speed benchmark's official-code mode (``python -m hetfl.bench --official``): its settings and its table.
+
+The timings themselves are machine-dependent and never asserted (a benchmark, not a test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hetfl import bench
+from hetfl.config import build_suite
+
+CONFIG = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())
+
+
+def test_the_official_settings_are_applied_to_every_timed_run_and_validate():
+    config = bench.official_config(CONFIG)
+    suite = build_suite(config)
+    for (name, label), _ in bench.OFFICIAL.items():
+        study = config["studies"][name]
+        assert (study["sampling"], study["eval_every"]) == ("sequential", 1)
+        assert suite.studies[name].rounds == bench.OFFICIAL_ROUNDS[name]
+        hp = suite.studies[name].runs[label].hyperparameters
+        assert hp["client_weights"] == "samples"
+        assert hp.get("inner_l2", 0.0) == (0.001 if label == "pfedme" else 0.0)
+    assert CONFIG["studies"]["pfedme_mnist"].get("sampling", "epoch") == "epoch"  # the input is not modified
+
+
+def test_official_mode_times_every_row_and_prints_the_ratios(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "OFFICIAL_ROUNDS", {"pfedme_mnist": 2, "pfedme_synthetic": 2})
+    bench.main(["--official"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("| pfedme_")]
+    assert len(rows) == len(bench.OFFICIAL)
+    for line, ((name, label), (with_eval, without)) in zip(rows, bench.OFFICIAL.items(), strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[:3] == [name, label, "2"]
+        assert cells[3] == f"{with_eval:.3f} / {without:.3f}"
+        ours = [float(v) for v in cells[4].split(" / ")]
+        ratios = [float(v.rstrip("x")) for v in cells[5].split(" / ")]
+        assert ours[0] >= ours[1] > 0  # a round with its evaluation takes at least the round
+        assert ratios == pytest.approx([with_eval / ours[0], without / ours[1]], rel=0.06, abs=0.06)
