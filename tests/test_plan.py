@@ -361,3 +361,8 @@ def test_the_cli_honours_select_reads_configfiles_alone_and_names_config_errors(
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(SystemExit, match="studies.wide.dataset.name': unknown dataset 'no_such_data'"):
         main(["--configfile", str(tmp_path / "bad.yaml"), *common])
+    with pytest.raises(SystemExit, match="config file\\(s\\) not found: select=a"):  # a misplaced --config
+        main(["--configfile", "select=a", *common])
+    (tmp_path / "broken.yaml").write_text("studies: [unclosed")
+    with pytest.raises(SystemExit, match="not valid YAML"):
+        main(["--configfile", str(tmp_path / "broken.yaml"), *common])

@@ -570,7 +570,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--csv", help="also write the per-job table here")
     args = parser.parse_args(argv)
     files = [*([args.base] if args.base else []), *args.configfile] or [DEFAULT_CONFIG]
-    config = load_config(files)
+    missing = [str(path) for path in files if not Path(path).is_file()]
+    if missing:
+        raise SystemExit(f"config file(s) not found: {', '.join(missing)} (--configfile, --base)")
+    try:
+        config = load_config(files)
+    except yaml.YAMLError as err:
+        raise SystemExit(f"config file is not valid YAML: {err}") from None
     if args.select:
         config["select"] = [name for name in args.select.split(",") if name]
     try:
