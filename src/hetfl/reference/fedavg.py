@@ -18,12 +18,14 @@ from hetfl.reference.common import (
 from hetfl.reference.fedavg_like import ServerOpt, StepCounts, longest_first, step_draws, train_client
 
 
-def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch"):
+def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoch", penalty=None):
     """Yield, after each round, ``{"global": state}`` (state: ``dict[str, Tensor[...]]`` of one model).
 
     Args:
         hp: ``FedAvgHyperparameters``.
         schedule: ``LongTensor[T, S]`` sampled clients per round.
+        penalty: ``penalty(w_t)`` -> a term ``term(params)`` added to every client's minibatch loss in the
+            round from server model ``w_t`` (FedProx's proximal term); None: none.
     """
     data = client_data(fed)
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
@@ -33,7 +35,8 @@ def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
     for t, sampled in enumerate(schedule):
         order = longest_first(sampled, counts.next())
         batches = step_draws(sampler, order)
-        states = [train_client(fed, data[c], w, batches[c], lrs[t], hp) for c, _ in order]
+        term = None if penalty is None else penalty(w)
+        states = [train_client(fed, data[c], w, batches[c], lrs[t], hp, term) for c, _ in order]
         mean = mean_states(states, sample_weights(fed, [c for c, _ in order], hp.client_weights))
         w = server.step(w, mean)
         yield {"global": w}
