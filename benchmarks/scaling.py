@@ -1,5 +1,5 @@
-"""Per-round time and peak memory of the batched engine against the number of clients C, today's unchunked
-engine: the measuring instrument of the memory-budget work (README, speed).
+"""Per-round time and peak memory of the batched engine against the number of clients C, unchunked and
+within a ``memory_budget`` (``hetfl.engine.memory``; README, speed and scale).
 
 A synthetic federation of the mnist5k shape (1×28×28 inputs, 10 classes, ``--samples`` training samples per
 client, random pixels and labels: the arithmetic, not the accuracy, is measured), every client trained
@@ -7,7 +7,14 @@ every round:
 
 - ``fedavg_mlr``: FedAvg on MLR (784 → 10), τ = 20 local steps of batch 20;
 - ``pfedme_mlr``: pFedMe on MLR, R = 20 local rounds of K = 5 inner steps (``train_clients: all``);
-- ``fedavg_cnn``: FedAvg on the default CNN, τ = 20.
+- ``fedavg_cnn``: FedAvg on the default CNN, τ = 20;
+- ``fedavg_vgg11``: FedAvg on VGG-11 (9.2 M parameters) on 3×32×32 inputs (the CIFAR-10 shape), 10
+  clients sampled per round (of C), τ = 1 local step of batch 32.
+
+With ``--budget-mib B`` every configuration also runs within B MiB (the engine's row chunks), and the table
+adds the rows per call, the time ratio to the unchunked engine and whether the peak RSS above the process's
+baseline (Python and torch, measured before the data) stayed under B (and says when the plan found that the
+resident state alone does not fit B: then the run goes on one client row per call).
 
 Each (algorithm, C) runs in its own process (peak RSS is per process), one torch thread, float32, under an
 address-space limit of ``--max-gib`` GiB: a configuration that does not fit is reported as such, not run
@@ -29,48 +36,64 @@ import subprocess
 import sys
 import time
 
-RUNS = {
-    "fedavg_mlr": ("fedavg", "mlr", {"local_steps": 20}),
-    "pfedme_mlr": ("pfedme", "mlr", {"local_steps": 20, "K": 5, "personal_lr": 0.05, "lam": 15.0}),
-    "fedavg_cnn": ("fedavg", "cnn", {"local_steps": 20}),
+MNIST, CIFAR = (1, 28, 28), (3, 32, 32)
+RUNS = {  # name -> (algorithm, model, sample shape, hyper-parameters; clients_per_round None: all C)
+    "fedavg_mlr": ("fedavg", "mlr", MNIST, {"local_steps": 20}),
+    "pfedme_mlr": ("pfedme", "mlr", MNIST, {"local_steps": 20, "K": 5, "personal_lr": 0.05, "lam": 15.0}),
+    "fedavg_cnn": ("fedavg", "cnn", MNIST, {"local_steps": 20}),
+    "fedavg_vgg11": ("fedavg", "vgg11", CIFAR, {"local_steps": 1, "batch_size": 32, "clients_per_round": 10}),
 }
 
 
-def measure(name: str, clients: int, samples: int, rounds: int) -> dict:
-    """Seconds per round (median of ``rounds`` after one warm-up) and peak RSS of one configuration, in
-    this process."""
+def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: float | None) -> dict:
+    """Seconds per round (median of ``rounds`` after one warm-up), rows per call and peak RSS of one
+    configuration, in this process (``budget_mib`` None: the unchunked engine)."""
     import numpy as np
     import torch
 
     from hetfl.algorithms import get_algorithm
     from hetfl.engine.federation import ClientSplit, Federation
     from hetfl.models import build_model, normalize_model_spec
+    from hetfl.train import apply_memory_budget
 
     torch.set_num_threads(1)
-    algorithm, model, extra = RUNS[name]
+    baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    algorithm, model, shape, extra = RUNS[name]
     rng = np.random.default_rng(0)
 
     def split(n: int) -> ClientSplit:
-        xs = [rng.normal(size=(n, 1, 28, 28)).astype(np.float32) for _ in range(clients)]
+        xs = [rng.normal(size=(n, *shape)).astype(np.float32) for _ in range(clients)]
         ys = [rng.integers(0, 10, size=n) for _ in range(clients)]
         return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
 
     spec = normalize_model_spec({"name": model}, "model")
-    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, (1, 28, 28), 10))
+    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
     cls = get_algorithm(algorithm)
     hp = {"lr": 0.05, "batch_size": 20, "clients_per_round": clients, **extra}
     if algorithm == "pfedme":
         hp.pop("clients_per_round")
     algo = cls(fed, cls.Hyperparameters.from_dict(hp, name), 0, "epoch")
-    everyone = torch.arange(clients)
+    rows, fits = None, None
+    if budget_mib is not None:
+        plan = apply_memory_budget(fed, algo, budget_mib, torch.device("cpu"))
+        rows, fits = plan.rows, plan.fits
+    sampled = torch.randperm(clients, generator=torch.Generator().manual_seed(0))[: algo.clients_per_round]
     times = []
     for t in range(1, rounds + 2):
         start = time.perf_counter()
-        algo.round(t, everyone)
+        algo.round(t, sampled.sort().values)
         times.append(time.perf_counter() - start)
     per_round = float(np.median(times[1:]))
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    return {"run": name, "clients": clients, "s_per_round": per_round, "peak_rss_mib": peak_mib}
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "run": name,
+        "clients": clients,
+        "s_per_round": per_round,
+        "rows": rows,
+        "fits": fits,
+        "peak_rss_mib": peak_mib,
+        "baseline_mib": baseline_mib,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,30 +103,46 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=20, help="training samples per client")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (after one warm-up)")
     parser.add_argument("--max-gib", type=float, default=16.0, help="address-space limit per configuration")
+    parser.add_argument("--budget-mib", type=float, help="also run each configuration within this budget")
     parser.add_argument("--one", nargs=2, metavar=("RUN", "C"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         limit = int(args.max_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        print(json.dumps(measure(args.one[0], int(args.one[1]), args.samples, args.rounds)))
+        print(json.dumps(measure(args.one[0], int(args.one[1]), args.samples, args.rounds, args.budget_mib)))
         return
-    print(f"{'run':<12}{'C':>7}{'s/round':>10}{'ms/client-round':>17}{'peak RSS MiB':>14}")
+    budgets = [None] if args.budget_mib is None else [None, args.budget_mib]
+    print(
+        f"{'run':<13}{'C':>6}{'budget':>8}{'rows':>6}{'s/round':>9}{'ms/client-round':>16}{'ratio':>7}"
+        f"{'peak RSS MiB':>13}{'above base':>11}{'in budget':>10}"
+    )
     for name in args.algorithms:
         for clients in args.clients:
-            cmd = [sys.executable, __file__, "--one", name, str(clients), "--samples", str(args.samples),
-                   "--rounds", str(args.rounds), "--max-gib", str(args.max_gib)]  # fmt: skip
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                why = (
-                    proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+            unchunked = None
+            for budget in budgets:
+                cmd = [sys.executable, __file__, "--one", name, str(clients), "--samples", str(args.samples),
+                       "--rounds", str(args.rounds), "--max-gib", str(args.max_gib),
+                       *([] if budget is None else ["--budget-mib", str(budget)])]  # fmt: skip
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                label = "none" if budget is None else f"{budget:g}"
+                if proc.returncode != 0:
+                    err = proc.stderr.strip()
+                    why = err.splitlines()[-1] if err else f"exit {proc.returncode}"
+                    print(
+                        f"{name:<13}{clients:>6}{label:>8}  did not fit in {args.max_gib:g} GiB: {why[:70]}"
+                    )
+                    continue
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                unchunked = r["s_per_round"] if budget is None else unchunked
+                ratio = f"{r['s_per_round'] / unchunked:.2f}" if unchunked and budget is not None else "-"
+                above = r["peak_rss_mib"] - r["baseline_mib"]
+                within = "-" if budget is None else ("yes" if above <= budget else "NO")
+                within += "" if r["fits"] in (None, True) else " (planned: does not fit)"
+                print(
+                    f"{name:<13}{clients:>6}{label:>8}{r['rows'] or 'all':>6}{r['s_per_round']:>9.3f}"
+                    f"{1000 * r['s_per_round'] / clients:>16.3f}{ratio:>7}{r['peak_rss_mib']:>13.0f}"
+                    f"{above:>11.0f}{within:>10}"
                 )
-                print(f"{name:<12}{clients:>7}  did not fit in {args.max_gib:g} GiB: {why[:80]}")
-                continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(
-                f"{name:<12}{clients:>7}{r['s_per_round']:>10.3f}{1000 * r['s_per_round'] / clients:>17.3f}"
-                f"{r['peak_rss_mib']:>14.0f}"
-            )
 
 
 if __name__ == "__main__":

@@ -36,12 +36,13 @@ from tests.quadratic_helpers import TINY as QUADRATIC
 ROUNDS, STOP = 5, 2
 
 
-def _federation(split: str = "none", model: str = "dnn"):
+def _federation(split: str = "none", model: str = "dnn", dtype: torch.dtype = torch.float64):
     def make():
-        fed = tiny_federation(model, split=split)
+        fed = tiny_federation(model, split=split, dtype=dtype)
         fed.cluster = torch.tensor([0, 1, 0, 1])  # for All-for-one's oracle and the in-cluster weight metric
         return fed
 
+    make.split, make.model = split, model  # tests/test_memory.py rebuilds the federation in float32
     return make
 
 

@@ -366,3 +366,26 @@ def test_the_cli_honours_select_reads_configfiles_alone_and_names_config_errors(
     (tmp_path / "broken.yaml").write_text("studies: [unclosed")
     with pytest.raises(SystemExit, match="not valid YAML"):
         main(["--configfile", str(tmp_path / "broken.yaml"), *common])
+
+
+def test_job_memory_is_checked_against_a_profile_or_a_node(tmp_path, measured, capsys):
+    config = copy.deepcopy(MEASURED)
+    config["studies"]["wide"]["memory_budget"] = 9000  # its jobs ask for the budget besides the process
+    jobs = plan(config, Fit.from_measured(measured))
+    wide = jobs[jobs["study"] == "wide"]["mem_mb"]
+    assert (wide > 9000).all() and (jobs[jobs["study"] != "wide"]["mem_mb"] < 9000).all()
+    assert study_table(jobs)["max_mem_mb"].max() == wide.max()
+
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(yaml.safe_dump({"set-resources": {"train": {"mem_mb": 8000}}}))
+    write_measured(tmp_path / "m", MEASURED)
+    common = ["--configfile", str(tmp_path / "c.yaml"), "--benchmarks", str(tmp_path / "m/benchmarks")]
+    main([*common, "--runs", str(tmp_path / "m/runs"), "--profile", str(profile)])
+    printed = capsys.readouterr().out
+    assert f"{len(wide)} jobs ask for more than the 8000 MB of {profile}" in printed and "wide/" in printed
+    main([*common, "--runs", str(tmp_path / "m/runs"), "--node-mem-mb", "100000"])
+    assert "Every job fits the 100000 MB of --node-mem-mb" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="profile not found"):
+        main([*common, "--profile", str(tmp_path / "nowhere")])

@@ -55,6 +55,13 @@ def test_runtime_and_memory_grow_with_the_run_and_the_attempt():
     assert train_resources(s, "fedavg_ft").runtime == resources.RUNTIME_FLOOR  # its own 2 rounds
 
 
+def test_a_memory_budget_sets_the_memory_a_cpu_job_asks_for():
+    unchunked = train_resources(study(**BIG), "fedavg").mem_mb
+    budgeted = train_resources(study(memory_budget=1500, **BIG), "fedavg").mem_mb
+    assert budgeted == math.ceil(resources.MEM_BASE_MB + 3 * 1 + 1500) < unchunked
+    assert train_resources(study(memory_budget=10), "fedavg").mem_mb == resources.MEM_FLOOR_MB
+
+
 def test_a_gpu_for_cuda_runs_only():
     s = study(device="cuda")
     assert {train_resources(s, run).gpu for run in s.runs} == {1}

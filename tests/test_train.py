@@ -30,12 +30,14 @@ def setup(tmp_path_factory):
     return study, data, parts, root
 
 
-def run(setup, label, seed, name):
+def run(setup, label, seed, name, memory_budget="auto"):
     study, data, parts, root = setup
     out = root / name
     out.mkdir()
     paths = RunOutputs(out / "metrics.csv", out / "clients.csv", out / "run.json", out / "final.pt")
-    info = train(json.loads(study.run_json(label)), seed, data, parts[seed], paths)
+    info = train(
+        json.loads(study.run_json(label)), seed, data, parts[seed], paths, memory_budget=memory_budget
+    )
     return info, paths
 
 
@@ -65,6 +67,23 @@ def test_same_seed_same_bytes_other_seed_other_bytes(setup):
     assert a.metrics.read_bytes() == b.metrics.read_bytes()
     assert a.client_metrics.read_bytes() == b.client_metrics.read_bytes()
     assert a.metrics.read_bytes() != c.metrics.read_bytes()
+
+
+@pytest.mark.parametrize("label", ["pfedme", "fedavg"])
+def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label):
+    whole, a = run(setup, label, 0, f"m-{label}-auto")
+    mib = 2**20
+    resident = whole["memory"]["resident_bytes"] / mib
+    budget = resident + 2.5 * whole["memory"]["row_bytes"] / mib  # two rows per call
+    chunked, b = run(setup, label, 0, f"m-{label}-small", memory_budget=budget)
+    assert whole["memory"]["rows_per_call"] is None and chunked["memory"]["rows_per_call"] == 2
+    assert chunked["memory"]["fits"] and chunked["memory"]["budget_bytes"] == int(budget * mib)
+    assert chunked["memory"]["peak_rss_bytes"] >= chunked["memory"]["rss_before_bytes"] > 0
+    for f in ("metrics", "client_metrics", "model"):
+        assert getattr(a, f).read_bytes() == getattr(b, f).read_bytes(), f
+    starved, c = run(setup, label, 0, f"m-{label}-starved", memory_budget=resident / 2)
+    assert starved["memory"]["rows_per_call"] == 1 and not starved["memory"]["fits"]
+    assert a.metrics.read_bytes() == c.metrics.read_bytes()
 
 
 def test_runs_of_a_study_share_the_participation_stream(setup):

@@ -41,7 +41,7 @@ from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
     "description", "dataset", "partition", "model", "problem", "rounds", "seeds", "eval_every", "sampling",
-    "device", "dtype", "defaults", "runs", "grid", "figures", "claims", "paper",
+    "device", "dtype", "memory_budget", "defaults", "runs", "grid", "figures", "claims", "paper",
 )  # fmt: skip
 REQUIRED_STUDY_KEYS = ("rounds", "seeds", "runs")
 DATA_KEYS = ("dataset", "partition", "model")
@@ -53,7 +53,11 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "dtype": "float32",
     "rounds": None,  # None: the study's rounds
     "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
+    "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory): no result depends on it
 }
+NOT_IN_SPEC = (
+    "memory_budget",
+)  # settings that change how a run computes, never what: not in the job's params
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
@@ -87,7 +91,11 @@ class RunSpec:
             if study.problem
             else {"dataset": study.dataset, "partition": self.partition}
         )
-        settings = {k: v for k, v in self.settings.items() if not (k == "init_from" and v is None)}
+        settings = {
+            k: v
+            for k, v in self.settings.items()
+            if not (k == "init_from" and v is None) and k not in NOT_IN_SPEC
+        }
         return {
             "study": self.study,
             "run": self.label,
@@ -151,6 +159,10 @@ class Study:
         out += [m for numbers in self.paper.values() for m in numbers]
         out = out or _default_figures(self.metrics)
         return [m for i, m in enumerate(out) if m in self.metrics and m not in out[:i]]
+
+    def memory_budget(self, label: str) -> str | float:
+        """Run ``label``'s ``memory_budget`` (``auto`` or MiB): a training job's resource, not its params."""
+        return self.spec(label).settings["memory_budget"]
 
     def run_json(self, label: str) -> str:
         """Canonical JSON of run ``label``'s spec (the params-trigger value of its training jobs)."""
@@ -221,6 +233,16 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
         raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
     if out["init_from"] is not None and not isinstance(out["init_from"], str):
         raise ConfigError(f"{key}.init_from", f"expected a run label, got {out['init_from']!r}")
+    budget = out["memory_budget"]
+    if budget != "auto" and (
+        isinstance(budget, bool)
+        or not isinstance(budget, int | float)
+        or not math.isfinite(budget)
+        or budget <= 0
+    ):
+        raise ConfigError(
+            f"{key}.memory_budget", f"expected 'auto' or a finite number of MiB > 0, got {budget!r}"
+        )
     return out
 
 

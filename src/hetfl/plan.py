@@ -36,6 +36,12 @@ on one core (the workflow gives a training job one thread), where
   ``hetfl.algorithms``, same environment; marked ``family``). A small model's ``c`` includes the
   per-step overhead that a large model amortizes, so extrapolating up in size overestimates.
 
+**Memory.** Each job's ``mem_mb`` is what the workflow asks the cluster for (``hetfl.resources``: the
+process, the dataset, and the clients' stacked state, or the run's ``memory_budget`` when it sets one:
+``hetfl.engine.memory``). With ``--profile`` (a Snakemake profile whose ``set-resources: train: mem_mb``
+caps every training job) or ``--node-mem-mb``, the jobs asking for more are listed before anything is
+submitted.
+
 Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
 suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available). The table
 says which studies' jobs ask for a GPU (``device: cuda``); their CPU figure is a comparison only.
@@ -64,6 +70,7 @@ from hetfl.data import dataset_info
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
+from hetfl.resources import train_resources
 
 EVAL_COST = 1 / 3
 """Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
@@ -434,6 +441,7 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
                         "algorithm": spec["algorithm"],
                         "model": work.model,
                         "device": spec["device"],
+                        "mem_mb": train_resources(study, label).mem_mb,
                         "flops": work.flops,
                         "work": work.total(),
                         "seconds": estimate.seconds,
@@ -464,6 +472,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
                 "jobs": len(g),
                 "core_hours": g["seconds"].sum() * threads / 3600 if estimated else math.nan,
                 "longest_job_h": g["seconds"].max() / 3600,
+                "max_mem_mb": int(g["mem_mb"].max()),
                 "device": ",".join(sorted(set(g["device"]))),
                 "basis": basis,
             }
@@ -476,6 +485,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
             "jobs": int(part["jobs"].sum()),
             "core_hours": part["core_hours"].sum(),
             "longest_job_h": part["longest_job_h"].max(),
+            "max_mem_mb": int(part["max_mem_mb"].max()),
             "device": device,
             "basis": "",
         }
@@ -496,9 +506,36 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
-    """Print the fit and the per-study estimate of ``config``'s training jobs to ``out`` (default
-    stdout); return the job table (:func:`plan`)."""
+def profile_mem_mb(profile: Path | str) -> int | None:
+    """The ``mem_mb`` a Snakemake profile (its ``config.yaml``) gives every training job
+    (``set-resources: train: mem_mb``), or None when it lets the jobs ask for their own."""
+    path = Path(profile) / "config.yaml"
+    if not path.is_file():
+        raise SystemExit(f"profile not found: {path} (--profile)")
+    settings = yaml.safe_load(path.read_text()) or {}
+    value = ((settings.get("set-resources") or {}).get("train") or {}).get("mem_mb")
+    return None if value is None else int(value)
+
+
+def memory_report(jobs: pd.DataFrame, cap_mb: int | None, where: str, out) -> None:
+    """Print the most memory a job asks for and, with a cap, the jobs above it (per study and run)."""
+    print(f"\nMemory: the largest training job asks for {int(jobs['mem_mb'].max())} MB.", file=out)
+    if cap_mb is None:
+        return
+    over = jobs[jobs["mem_mb"] > cap_mb]
+    if over.empty:
+        print(f"Every job fits the {cap_mb} MB of {where}.", file=out)
+        return
+    print(f"{len(over)} jobs ask for more than the {cap_mb} MB of {where}:", file=out)
+    for (study, run), g in over.groupby(["study", "run"], sort=False):
+        print(f"  {study}/{run}: {int(g['mem_mb'].max())} MB ({len(g)} seeds); set memory_budget", file=out)
+
+
+def report(
+    config: dict, measured: list[Measured], out=None, cap_mb: int | None = None, where: str = ""
+) -> pd.DataFrame:
+    """Print the fit, the per-study estimate of ``config``'s training jobs and their memory (against
+    ``cap_mb``, named ``where``, when given) to ``out`` (default stdout); return the job table (:func:`plan`)."""
     out = out or sys.stdout
     fit = Fit.from_measured(measured)
     jobs = plan(config, fit)
@@ -534,6 +571,7 @@ def report(config: dict, measured: list[Measured], out=None) -> pd.DataFrame:
                 f"[{basis}; {ratio:.3g}x its FLOPs per sample]",
                 file=out,
             )
+    memory_report(jobs, cap_mb, where, out)
     unknown = jobs[jobs["basis"] == "none"]
     if len(unknown):
         names = ", ".join(sorted(set(unknown["algorithm"])))
@@ -568,7 +606,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--runs", default="results/runs", help="the measured suite's run records")
     parser.add_argument("--csv", help="also write the per-job table here")
+    parser.add_argument("--profile", help="a Snakemake profile: check the jobs' memory against its mem_mb")
+    parser.add_argument(
+        "--node-mem-mb", type=int, help="check the jobs' memory against this many MB per node"
+    )
     args = parser.parse_args(argv)
+    cap, where = args.node_mem_mb, "--node-mem-mb"
+    if args.profile and (from_profile := profile_mem_mb(args.profile)) is not None:
+        cap, where = from_profile, f"{args.profile} (set-resources: train: mem_mb)"
+    if cap is not None and cap < 1:
+        raise SystemExit(f"--node-mem-mb must be a positive number of MB, got {cap}")
     files = [*([args.base] if args.base else []), *args.configfile] or [DEFAULT_CONFIG]
     missing = [str(path) for path in files if not Path(path).is_file()]
     if missing:
@@ -580,7 +627,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.select:
         config["select"] = [name for name in args.select.split(",") if name]
     try:
-        jobs = report(config, load_measured(args.benchmarks, args.runs))
+        jobs = report(config, load_measured(args.benchmarks, args.runs), cap_mb=cap, where=where)
     except ConfigError as err:
         raise SystemExit(f"invalid configuration: {err}") from None
     if args.csv:

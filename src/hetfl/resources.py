@@ -13,7 +13,9 @@ The rule (constants below; a local run ignores all of it):
 - ``mem_mb`` ``= MEM_BASE_MB + 3 × the dataset in float32`` (the file, its tensor and the clients'
   view) ``+ clients × P × STATE_BYTES`` on the CPU (the engine stacks every client's model,
   gradients and personal state; on a GPU they live in GPU memory), at least ``MEM_FLOOR_MB``, times
-  the attempt.
+  the attempt. A run with a numeric ``memory_budget`` (MiB; ``hetfl.engine.memory``) on the CPU asks for
+  ``MEM_BASE_MB + 3 × the dataset + the budget`` instead of the clients' term: the engine keeps its
+  tensors within the budget, in row chunks.
 - ``gpu = 1`` for a run with ``device: cuda`` (a study-level or per-run setting), else 0:
   ``device: auto`` uses a GPU only where the node it lands on has one.
 
@@ -89,6 +91,7 @@ def train_resources(study: Study, run: str, attempt: int = 1) -> TrainResources:
     cuda = study.spec(run).settings["device"] == "cuda"
     minutes = rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
     runtime = min(RUNTIME_CAP, max(RUNTIME_FLOOR, math.ceil(minutes)) * attempt)
-    states_mb = 0 if cuda else clients * params * STATE_BYTES / 2**20
+    budget = study.spec(run).settings.get("memory_budget", "auto")
+    states_mb = 0 if cuda else clients * params * STATE_BYTES / 2**20 if budget == "auto" else budget
     mem_mb = max(MEM_FLOOR_MB, math.ceil(MEM_BASE_MB + 3 * data_mb + states_mb)) * attempt
     return TrainResources(runtime=runtime, mem_mb=mem_mb, gpu=int(cuda))

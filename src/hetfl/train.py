@@ -29,6 +29,7 @@ from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 from hetfl.engine.federation import Federation
+from hetfl.engine.memory import MIB, MemoryPlan, budget_bytes, limit_rows, peak_rss_bytes, plan_memory
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
 from hetfl.models import build_model
@@ -119,6 +120,24 @@ def build(
     return env, algorithm
 
 
+def apply_memory_budget(env, algorithm, budget: Any, device: torch.device) -> MemoryPlan | None:
+    """Fit a run on client data into its ``memory_budget`` (``hetfl.engine.memory``): plan the rows per
+    batched call and limit the model's calls to them. None for a generated problem (no batched model).
+
+    Args:
+        budget: the run's ``memory_budget``: ``auto`` (None too) or MiB.
+
+    Raises:
+        ValueError: a budget that is neither ``auto`` nor a positive number.
+    """
+    if not isinstance(env, Federation):
+        return None
+    batch = int(getattr(algorithm.hp, "batch_size", 1) or 1)
+    plan = plan_memory(env, algorithm, budget_bytes(budget, device), batch)
+    limit_rows(env.model, plan.rows)
+    return plan
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "platform": platform.platform()}
     for pkg in ("hetfl", "torch", "numpy", "pandas", "snakemake"):
@@ -139,6 +158,7 @@ def train(
     log: IO[str] | None = None,
     init: Path | str | None = None,
     checkpoint: Checkpointing | None = None,
+    memory_budget: Any = "auto",
 ) -> dict[str, Any]:
     """Train one (study, run, seed) and write its outputs.
 
@@ -153,6 +173,8 @@ def train(
         checkpoint: save the run's state as it trains and resume from a saved state of the same
             run (after a kill: the outputs end up byte-identical to an uninterrupted run's); None:
             no checkpoints. The file is removed when the run ends.
+        memory_budget: MiB the run's tensors may use, or ``auto`` (``hetfl.engine.memory``): sets how many
+            clients one batched call takes; the results do not depend on it (so it is not part of the spec).
 
     Returns:
         The run record written to ``outputs.info`` (status ``ok`` or ``diverged``).
@@ -160,13 +182,21 @@ def train(
     threads = max(1, int(threads))
     torch.set_num_threads(threads)
     with threadpool_limits(limits=threads):  # numpy's BLAS too (hetfl.models.linalg)
-        return _train(spec, seed, data, partition, outputs, log, init, checkpoint)
+        return _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget)
 
 
-def _train(spec, seed, data, partition, outputs, log, init, checkpoint):
+def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget="auto"):
     device = pick_device(spec["device"])
     start = time.perf_counter()
+    rss_before = peak_rss_bytes()
     env, algorithm = build(spec, seed, data, partition, device, init)
+    memory = apply_memory_budget(env, algorithm, memory_budget, device)
+    if memory is not None and not memory.fits:
+        print(
+            f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
+            f"{memory.resident_bytes / MIB:.0f} MiB: one client per call",
+            file=log or sys.stderr,
+        )
     resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
     before_s = 0.0 if resumed is None else resumed.elapsed_s
     if resumed is not None:
@@ -227,6 +257,11 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint):
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
         "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "memory": {
+            **(memory.record() if memory is not None else {}),
+            "rss_before_bytes": rss_before,  # the process's peak RSS before the run's data (Python, torch)
+            "peak_rss_bytes": peak_rss_bytes(),
+        },
         "threads": torch.get_num_threads(),
         "num_clients": env.num_clients,
         "clients_per_round": algorithm.clients_per_round,

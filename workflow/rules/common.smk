@@ -135,6 +135,11 @@ def get_train_mem_mb(wildcards, attempt):
     return train_resources(STUDIES[wildcards.study], wildcards.run, attempt).mem_mb
 
 
+def get_memory_budget(wildcards):
+    """The run's memory_budget (MiB, or auto): how many clients a batched call takes, never what it computes."""
+    return STUDIES[wildcards.study].memory_budget(wildcards.run)
+
+
 def get_train_gpu(wildcards):
     """GPUs of a training job on a cluster: 1 for a run with `device: cuda`, else 0."""
     return train_resources(STUDIES[wildcards.study], wildcards.run).gpu

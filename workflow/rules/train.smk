@@ -21,5 +21,6 @@ rule train:
         runtime=get_train_runtime,
         mem_mb=get_train_mem_mb,
         gpu=get_train_gpu,
+        memory_budget=get_memory_budget,  # a resource, not a param: changing it reruns nothing
     script:
         "../scripts/train.py"

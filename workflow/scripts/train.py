@@ -34,6 +34,7 @@ info = train(
     log=log,
     init=snakemake.input.get("init"),  # init_from: the other run's final model
     checkpoint=checkpoint,
+    memory_budget=snakemake.resources.get("memory_budget", "auto"),  # --set-resources train:memory_budget=N
 )
 print(
     f"status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s on {info['device']}"

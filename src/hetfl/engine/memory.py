@@ -1,0 +1,301 @@
+"""A training job's memory budget: how many clients' rows one batched model call may take.
+
+The engine stacks every client's state in ``[C, ...]`` tensors and computes all of a round's clients in
+one batched call (``BatchedModel.loss_grads``, ``forward``, ``loss_grads_preact``). A call's working
+memory (activations, their gradients, the per-client gradients) grows with the rows it takes; with many
+clients or a large model it is what breaks first. Under a ``memory_budget`` (MiB; a study key or a run's,
+``config/README.md``) the engine splits such calls into row chunks of at most ``rows`` clients
+(:func:`limit_rows`) and concatenates the results. Every client's rows are computed by the same kernels
+either way, so chunking changes no number: the results are byte-identical to the unchunked engine
+wherever the batched kernels compute each client's rows independently of the others, which holds on the
+CPU for every model in float64 and for the models without convolutions in float32 (oneDNN's float32
+convolutions choose their blocking from the whole grouped problem: the last bit of a CNN's float32
+results can change with the chunk; ``tests/test_memory.py`` measures both).
+
+The rule (:func:`plan_memory`): the budget pays first for what stays resident (the federation's data,
+the algorithm's state, a round's stacked models, gradients, optimizer buffers and minibatches: ``S`` rows
+of ``TRANSIENT_COPIES`` model copies), then for the row chunks of one call, each row costing
+``row_bytes``: ``ACTIVATION_COPIES`` copies of the model's activations for its ``B`` samples plus
+``GRADIENT_COPIES`` copies of its parameters. ``rows`` = what is left / ``row_bytes`` (None: no chunking,
+every client in one call). When the resident state alone exceeds the budget the run still goes on, one
+row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.plan`` says it before).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+MIB = 1 << 20
+CPU_SHARE = 0.5  # the default budget on the CPU: this share of the machine's RAM
+CUDA_SHARE = 0.9  # the default budget on a GPU: this share of its free memory
+ACTIVATION_COPIES = 4  # per sample: the layers' outputs kept for backward, their gradients, the functional
+# activations (ReLU, pooling) that are no modules, temporaries
+GRADIENT_COPIES = 3  # per row of a call: the leaves, their gradients, the concatenated result
+TRANSIENT_COPIES = 4  # per trained client and round: local model, gradient, optimizer buffer, update
+
+
+def default_budget_bytes(device: torch.device) -> int:
+    """The budget when the run sets none (``memory_budget: auto``): ``CUDA_SHARE`` of the GPU's free memory
+    (``torch.cuda.mem_get_info``), or on the CPU ``CPU_SHARE`` of the machine's physical RAM or of the job's
+    memory limit, whichever is smaller (a SLURM job's cgroup, ``memory.max``)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_SHARE)
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(min(ram, _cgroup_limit() or ram) * CPU_SHARE)
+
+
+def _cgroup_limit() -> int | None:
+    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``), or None."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def budget_bytes(value: Any, device: torch.device) -> int:
+    """Bytes of a ``memory_budget`` setting: ``auto`` (or None) -> :func:`default_budget_bytes`; a positive
+    number of MiB -> that many bytes.
+
+    Raises:
+        ValueError: anything else (the config validates ``memory_budget`` before any job runs).
+    """
+    if value is None or value == "auto":
+        return default_budget_bytes(device)
+    if isinstance(value, str):  # from the command line: --set-resources train:memory_budget=512
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(
+                f"memory_budget: expected 'auto' or a positive number of MiB, got {value!r}"
+            ) from None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"memory_budget: expected 'auto' or a positive number of MiB, got {value!r}")
+    return int(value * MIB)
+
+
+def activation_elements(model) -> int:
+    """Elements of every activation one sample creates in a forward pass of ``model``: its input, the
+    output of each leaf module of ``model.reference_module()`` and, for a convolution, its unfolded input
+    (input × kernel area: the im2col buffer of its weight gradient); counted on one zero sample (a model
+    whose reference module refuses a float sample gets integer tokens, ``char_lstm``)."""
+    reference = model.reference_module()
+    count = [0]
+
+    def hook(module, inputs, output):
+        outputs = output if isinstance(output, tuple | list) else (output,)
+        count[0] += sum(o.numel() for o in outputs if isinstance(o, Tensor))
+        if isinstance(module, nn.Conv2d):
+            count[0] += inputs[0].numel() * math.prod(module.kernel_size)
+
+    handles = [m.register_forward_hook(hook) for m in reference.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            try:
+                reference(torch.zeros(1, *model.sample_shape))
+            except (RuntimeError, TypeError):
+                count[0] = 0
+                reference(torch.zeros(1, *model.sample_shape, dtype=torch.long))
+    finally:
+        for h in handles:
+            h.remove()
+    return int(count[0] + math.prod(model.sample_shape))
+
+
+def row_bytes(model, batch: int, element_size: int) -> int:
+    """Working bytes of one client row in a batched gradient call on ``batch`` samples:
+    ``element_size · (ACTIVATION_COPIES · batch · activations + GRADIENT_COPIES · parameters)``."""
+    acts = activation_elements(model)
+    return int(element_size * (ACTIVATION_COPIES * batch * acts + GRADIENT_COPIES * model.num_parameters()))
+
+
+def tensor_bytes(*objects: Any) -> int:
+    """Bytes of the distinct storages of every tensor in ``objects`` (nested dicts, lists, tuples, objects'
+    attributes one level down are not followed): views of one storage count once."""
+    seen: dict[int, int] = {}
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, Tensor):
+            storage = obj.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list | tuple):
+            for v in obj:
+                walk(v)
+
+    for obj in objects:
+        walk(obj)
+    return sum(seen.values())
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How a run uses its memory budget (recorded in ``run.json`` under ``memory``).
+
+    Attributes:
+        budget_bytes: the budget. resident_bytes: data, state and a round's stacks (see the module docstring).
+        row_bytes: working bytes of one client row in a call. rows: clients per batched call (None: all).
+        fits: whether the resident bytes plus one row fit the budget.
+    """
+
+    budget_bytes: int
+    resident_bytes: int
+    row_bytes: int
+    rows: int | None
+    fits: bool
+
+    def record(self) -> dict[str, Any]:
+        """The plan, for ``run.json``."""
+        return {
+            "budget_bytes": self.budget_bytes,
+            "resident_bytes": self.resident_bytes,
+            "row_bytes": self.row_bytes,
+            "rows_per_call": self.rows,
+            "fits": self.fits,
+        }
+
+
+def plan_rows(budget: int, resident: int, per_row: int, clients: int) -> tuple[int | None, bool]:
+    """``(rows, fits)``: the most rows a call may take within ``budget`` bytes after ``resident`` bytes
+    (None: at least ``clients``, no chunking), at least 1; ``fits`` False when not even one row fits."""
+    left = budget - resident
+    fits = left >= per_row
+    rows = max(1, left // max(1, per_row)) if fits else 1
+    return (None if rows >= clients else int(rows)), fits
+
+
+def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
+    """The memory plan of ``algorithm`` on the federation ``fed`` within ``budget`` bytes, ``batch``
+    samples per client and call (the run's ``batch_size``).
+
+    The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
+    round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements and the ``S`` minibatches, with
+    ``S`` the clients sampled per round (``clients_per_round``).
+    """
+    model = fed.model
+    size = torch.empty((), dtype=fed.dtype).element_size()
+    splits = [getattr(fed, s) for s in fed.splits]
+    data = tensor_bytes([[s.x, s.y] for s in splits])
+    state = tensor_bytes(algorithm.state_dict())
+    trained = int(algorithm.clients_per_round)
+    sample = math.prod(model.sample_shape)
+    transient = trained * size * (TRANSIENT_COPIES * model.num_parameters() + batch * sample)
+    resident = data + state + transient
+    per_row = row_bytes(model, batch, size)
+    rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)
+    return MemoryPlan(budget, resident, per_row, rows, fits)
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set size so far (``getrusage``; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# --- row chunks ----------------------------------------------------------------------------------------
+
+
+def _rows_of(tensors) -> int:
+    return next(iter(tensors.values())).shape[0]
+
+
+def _cat(parts: list[Tensor | None]) -> Tensor | None:
+    return None if parts[0] is None else torch.cat(parts)
+
+
+def _cat_dicts(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
+def _chunks(model, rows: int) -> list[slice] | None:
+    """The row slices of a call on ``rows`` rows under ``model.max_rows`` (None: one call): the fewest
+    chunks of at most ``max_rows`` rows, of sizes as equal as they can be (10 rows under 8: 5 and 5)."""
+    limit = model.max_rows
+    if limit is None or rows <= limit:
+        return None
+    count = -(-rows // limit)
+    edges = [rows * i // count for i in range(count + 1)]
+    return [slice(a, b) for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
+    return {k: v[s] for k, v in tensors.items()}
+
+
+def _chunked_methods(base: type) -> dict[str, Any]:
+    """``forward``, ``loss_grads`` and ``loss_grads_preact`` of ``base`` run in row chunks, concatenated."""
+
+    def forward(self, params, x):
+        chunks = _chunks(self, _rows_of(params)) if x.shape[0] == _rows_of(params) else None
+        if chunks is None:
+            return base.forward(self, params, x)
+        return torch.cat([base.forward(self, _rows(params, s), x[s]) for s in chunks])
+
+    def loss_grads(self, params, x, y, mask):
+        chunks = _chunks(self, _rows_of(params))
+        if chunks is None:
+            return base.loss_grads(self, params, x, y, mask)
+        parts = [
+            base.loss_grads(self, _rows(params, s), x[s], y[s], None if mask is None else mask[s])
+            for s in chunks
+        ]
+        return torch.cat([p[0] for p in parts]), _cat_dicts([p[1] for p in parts])
+
+    def loss_grads_preact(self, params, z1, y, mask, need_loss=True):
+        chunks = _chunks(self, z1.shape[0])
+        if chunks is None:
+            return base.loss_grads_preact(self, params, z1, y, mask, need_loss)
+        parts = [
+            base.loss_grads_preact(
+                self, _rows(params, s), z1[s], y[s], None if mask is None else mask[s], need_loss
+            )
+            for s in chunks
+        ]
+        return (
+            _cat([p[0] for p in parts]),
+            _cat_dicts([p[1] for p in parts]),
+            torch.cat([p[2] for p in parts]),
+        )
+
+    return {"forward": forward, "loss_grads": loss_grads, "loss_grads_preact": loss_grads_preact}
+
+
+@cache
+def _chunked_class(cls: type) -> type:
+    """``cls`` whose batched calls (``forward``, ``loss_grads``, ``loss_grads_preact`` over ``[C, ...]``
+    parameters and ``[C, ...]`` data) run in chunks of at most ``max_rows`` client rows, concatenated; a
+    call on one row of parameters (a shared model) is never split. A subclass: ``isinstance`` still holds."""
+    return type(cls.__name__, (cls,), {"__doc__": cls.__doc__, "_unchunked": cls, **_chunked_methods(cls)})
+
+
+def limit_rows(model, rows: int | None):
+    """Make ``model`` (a ``BatchedModel``, changed in place: every holder of it sees the change) run its
+    batched calls in chunks of at most ``rows`` client rows (None: no limit). Returns ``model``.
+
+    Raises:
+        ValueError: ``rows`` below 1.
+    """
+    if rows is not None and rows < 1:
+        raise ValueError(f"rows per call must be >= 1 or None, got {rows}")
+    if "_unchunked" not in type(model).__dict__:
+        model.__class__ = _chunked_class(type(model))
+    model.max_rows = rows
+    return model

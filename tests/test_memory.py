@@ -1,0 +1,188 @@
+"""The memory budget (``hetfl.engine.memory``): row chunks change no number, and the plan and the run
+record say what a run uses.
+
+Every registered algorithm that trains on client data runs each of its checkpoint cases
+(``tests/test_checkpoint.py``: every algorithm and its stateful options) unchunked and with its batched
+calls limited to 1 and to 3 client rows, and must give byte-identical evaluations and final states, in
+float64 and float32. A CNN, whose float32 convolutions are oneDNN's, is byte-identical in float64 and
+within float32 rounding in float32.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from hetfl.algorithms import FEDERATION, get_algorithm, registry
+from hetfl.config import ConfigError, build_suite
+from hetfl.engine.memory import (
+    MIB,
+    _chunks,
+    activation_elements,
+    budget_bytes,
+    limit_rows,
+    plan_memory,
+    plan_rows,
+    row_bytes,
+)
+from hetfl.engine.participation import participation_schedule
+from tests.conftest import tiny_federation
+from tests.test_checkpoint import CASES
+
+ROUNDS = 3
+FEDERATION_CASES = {i: c for i, c in CASES.items() if c[1] == FEDERATION}
+
+
+def _run(name, hp, sampling, make, dtype, rows, model=None):
+    fed = tiny_federation(model or make.model, split=make.split, dtype=dtype)
+    fed.cluster = torch.tensor([0, 1, 0, 1])
+    if rows is not None:
+        limit_rows(fed.model, rows)
+    cls = get_algorithm(name, environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "test"), 3, sampling)
+    algorithm.rounds = ROUNDS
+    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 3)
+    evaluations = []
+    for t in range(1, ROUNDS + 1):
+        algorithm.round(t, schedule[t - 1])
+        rows_, client_rows = algorithm.evaluate()
+        evaluations.append([*rows_, *client_rows])
+    return evaluations, algorithm.state_dict()
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _assert_identical(got, want):
+    (ev, state), (ev0, state0) = got, want
+    for g_rows, w_rows in zip(ev, ev0, strict=True):
+        for g, w in zip(g_rows, w_rows, strict=True):
+            assert g[:-1] == w[:-1] and _same(g[-1], w[-1]), (g, w)
+    assert state.keys() == state0.keys()
+    for k in state0:
+        assert torch.equal(state[k], state0[k]), k
+
+
+def test_every_algorithm_on_client_data_has_a_case():
+    covered = {c[0] for c in FEDERATION_CASES.values()}
+    assert {n for n, envs in registry().items() if FEDERATION in envs} <= covered
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("case", list(FEDERATION_CASES))
+def test_row_chunks_change_no_number(case, dtype):
+    name, _, hp, sampling, make = FEDERATION_CASES[case]
+    want = _run(name, hp, sampling, make, dtype, None)
+    for rows in (1, 3):
+        _assert_identical(_run(name, hp, sampling, make, dtype, rows), want)
+
+
+def test_row_chunks_of_a_cnn():
+    name, _, hp, sampling, make = FEDERATION_CASES["fedavg-sampled-epoch"]
+    want = _run(name, hp, sampling, make, torch.float64, None, model="cnn")
+    _assert_identical(_run(name, hp, sampling, make, torch.float64, 1, model="cnn"), want)
+    (ev, state), (ev0, state0) = (
+        _run(name, hp, sampling, make, torch.float32, r, model="cnn") for r in (1, None)
+    )
+    for k in state0:  # oneDNN's float32 convolutions: equal up to float32 rounding
+        torch.testing.assert_close(state[k], state0[k], rtol=1e-5, atol=1e-6)
+
+
+def test_limit_rows_keeps_the_model_and_refuses_zero():
+    fed = tiny_federation("dnn")
+    model = fed.model
+    cls = type(model)
+    assert limit_rows(model, 2) is model and isinstance(model, cls) and model.max_rows == 2
+    limit_rows(model, None)
+    assert model.max_rows is None and type(model).__mro__.count(cls) == 1
+    with pytest.raises(ValueError, match="rows per call"):
+        limit_rows(model, 0)
+
+
+def test_chunks_are_the_fewest_and_near_equal():
+    fed = tiny_federation("dnn", sizes=(5,) * 10)
+    limit_rows(fed.model, 8)
+    assert [(s.start, s.stop) for s in _chunks(fed.model, 10)] == [(0, 5), (5, 10)]
+    assert _chunks(fed.model, 8) is None
+    limit_rows(fed.model, 3)
+    assert [s.stop - s.start for s in _chunks(fed.model, 10)] == [2, 3, 2, 3]
+
+
+def test_plan_rows():
+    assert plan_rows(1000, 200, 100, 50) == (8, True)
+    assert plan_rows(1000, 200, 100, 8) == (None, True)  # every client in one call
+    assert plan_rows(1000, 950, 100, 50) == (1, False)  # not even one row fits: one per call, said
+
+
+@pytest.mark.parametrize("value", ["big", 0, -1, float("nan"), float("inf"), True])
+def test_a_bad_budget_is_refused(value):
+    with pytest.raises(ValueError, match="memory_budget"):
+        budget_bytes(value, torch.device("cpu"))
+
+
+def test_budget_default_and_mib():
+    cpu = torch.device("cpu")
+    assert budget_bytes(256, cpu) == 256 * MIB
+    assert 0 < budget_bytes("auto", cpu) == budget_bytes(None, cpu)
+
+
+def test_activation_elements_of_a_dnn_and_a_cnn():
+    dnn = tiny_federation(
+        "dnn"
+    ).model  # 16 inputs -> Linear(5) -> relu (functional: not a module) -> Linear(3)
+    assert activation_elements(dnn) == 16 + 5 + 3
+    cnn = tiny_federation(
+        "cnn"
+    ).model  # 1×4×4 -> conv(2, 3×3) -> pool -> conv(3) -> pool -> Linear(4) -> Linear(3)
+    assert activation_elements(cnn) == 16 + (32 + 16 * 9) + (12 + 8 * 9) + 4 + 3
+    assert row_bytes(dnn, 4, 8) == 8 * (4 * 4 * 24 + 3 * dnn.num_parameters())
+
+
+def test_plan_memory_shrinks_rows_with_the_budget():
+    fed = tiny_federation("dnn", sizes=(5,) * 20)
+    cls = get_algorithm("pfedme", environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
+    big = plan_memory(fed, algorithm, 1 << 30, 4)
+    assert big.rows is None and big.fits
+    per_row = big.row_bytes
+    tight = plan_memory(fed, algorithm, big.resident_bytes + 5 * per_row, 4)
+    assert tight.rows == 5 and tight.fits
+    assert not plan_memory(fed, algorithm, big.resident_bytes, 4).fits
+    json.dumps(tight.record())
+
+
+def _study(**changes):
+    from tests.conftest import TINY_STUDY
+
+    study = {**TINY_STUDY, **changes}
+    return build_suite({"studies": {"t": study}}).studies["t"]
+
+
+def test_memory_budget_is_a_setting_that_no_job_fingerprints():
+    auto = _study()
+    small = _study(
+        memory_budget=64, runs={**auto_runs(), "fedavg": {"algorithm": "fedavg", "memory_budget": 8.5}}
+    )
+    assert auto.memory_budget("fedavg") == "auto"
+    assert small.memory_budget("pfedme") == 64 and small.memory_budget("fedavg") == 8.5
+    for label in auto.runs:  # the job's params: the same whatever the budget
+        assert auto.run_json(label) == small.run_json(label)
+        assert "memory_budget" not in json.loads(auto.run_json(label))
+
+
+def auto_runs():
+    from tests.conftest import TINY_STUDY
+
+    return dict(TINY_STUDY["runs"])
+
+
+@pytest.mark.parametrize("value", [0, -5, float("nan"), float("inf"), "lots", True, [1]])
+def test_a_bad_memory_budget_names_its_key(value):
+    with pytest.raises(ConfigError, match=r"studies\.t\.runs\.fedavg\.memory_budget"):
+        _study(runs={**auto_runs(), "fedavg": {"algorithm": "fedavg", "memory_budget": value}})
+    with pytest.raises(ConfigError, match=r"studies\.t\..*memory_budget"):
+        _study(memory_budget=value)
