@@ -217,12 +217,8 @@ def _rows_of(tensors) -> int:
     return next(iter(tensors.values())).shape[0]
 
 
-def _cat(parts: list[Tensor | None]) -> Tensor | None:
-    return None if parts[0] is None else torch.cat(parts)
-
-
-def _cat_dicts(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
-    return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
+    return {k: v[s] for k, v in tensors.items()}
 
 
 def _chunks(model, rows: int) -> list[slice] | None:
@@ -236,43 +232,65 @@ def _chunks(model, rows: int) -> list[slice] | None:
     return [slice(a, b) for a, b in zip(edges, edges[1:], strict=False)]
 
 
-def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
-    return {k: v[s] for k, v in tensors.items()}
+def _stitch(chunks: list[slice], rows: int, call):
+    """``call(s)`` for every chunk ``s``, its results (a tuple of tensors ``[len(s), ...]``, dicts of them or
+    None) copied into ``[rows, ...]`` outputs as each chunk ends: one chunk's results and the outputs are
+    resident at once, never every chunk's."""
+    out = None
+    for s in chunks:
+        part = call(s)
+        if out is None:
+            out = tuple(_empty(p, rows) for p in part)
+        for o, p in zip(out, part, strict=True):
+            if isinstance(p, dict):
+                for k, v in p.items():
+                    o[k][s] = v
+            elif p is not None:
+                o[s] = p
+        del part
+    return out
+
+
+def _empty(part, rows: int):
+    if part is None:
+        return None
+    if isinstance(part, dict):
+        return {k: v.new_empty((rows, *v.shape[1:])) for k, v in part.items()}
+    return part.new_empty((rows, *part.shape[1:]))
 
 
 def _chunked_methods(base: type) -> dict[str, Any]:
-    """``forward``, ``loss_grads`` and ``loss_grads_preact`` of ``base`` run in row chunks, concatenated."""
+    """``forward``, ``loss_grads`` and ``loss_grads_preact`` of ``base`` run in row chunks (:func:`_stitch`)."""
 
     def forward(self, params, x):
-        chunks = _chunks(self, _rows_of(params)) if x.shape[0] == _rows_of(params) else None
+        rows = _rows_of(params)
+        chunks = _chunks(self, rows) if x.shape[0] == rows else None
         if chunks is None:
             return base.forward(self, params, x)
-        return torch.cat([base.forward(self, _rows(params, s), x[s]) for s in chunks])
+        return _stitch(chunks, rows, lambda s: (base.forward(self, _rows(params, s), x[s]),))[0]
 
     def loss_grads(self, params, x, y, mask):
-        chunks = _chunks(self, _rows_of(params))
+        rows = _rows_of(params)
+        chunks = _chunks(self, rows)
         if chunks is None:
             return base.loss_grads(self, params, x, y, mask)
-        parts = [
-            base.loss_grads(self, _rows(params, s), x[s], y[s], None if mask is None else mask[s])
-            for s in chunks
-        ]
-        return torch.cat([p[0] for p in parts]), _cat_dicts([p[1] for p in parts])
+        return _stitch(
+            chunks,
+            rows,
+            lambda s: base.loss_grads(self, _rows(params, s), x[s], y[s], None if mask is None else mask[s]),
+        )
 
     def loss_grads_preact(self, params, z1, y, mask, need_loss=True):
-        chunks = _chunks(self, z1.shape[0])
+        rows = z1.shape[0]
+        chunks = _chunks(self, rows)
         if chunks is None:
             return base.loss_grads_preact(self, params, z1, y, mask, need_loss)
-        parts = [
-            base.loss_grads_preact(
+        return _stitch(
+            chunks,
+            rows,
+            lambda s: base.loss_grads_preact(
                 self, _rows(params, s), z1[s], y[s], None if mask is None else mask[s], need_loss
-            )
-            for s in chunks
-        ]
-        return (
-            _cat([p[0] for p in parts]),
-            _cat_dicts([p[1] for p in parts]),
-            torch.cat([p[2] for p in parts]),
+            ),
         )
 
     return {"forward": forward, "loss_grads": loss_grads, "loss_grads_preact": loss_grads_preact}
