@@ -75,7 +75,7 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
     algo = cls(fed, cls.Hyperparameters.from_dict(hp, name), 0, "epoch")
     rows, fits = None, None
     if budget_mib is not None:
-        plan = apply_memory_budget(fed, algo, budget_mib, torch.device("cpu"))
+        plan = apply_memory_budget(fed, algo, budget_mib, torch.device("cpu"), split_inexact=True)
         rows, fits = plan.rows, plan.fits
     sampled = torch.randperm(clients, generator=torch.Generator().manual_seed(0))[: algo.clients_per_round]
     times = []

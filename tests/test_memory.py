@@ -5,7 +5,7 @@ Every registered algorithm that trains on client data runs each of its checkpoin
 (``tests/test_checkpoint.py``: every algorithm and its stateful options) unchunked and with its batched
 calls limited to 1 and to 3 client rows, and must give byte-identical evaluations and final states, in
 float64 and float32. A CNN, whose float32 convolutions are oneDNN's, is byte-identical in float64 and
-within float32 rounding in float32.
+within float32 rounding in float32: such a model is split only under a budget its run's spec names.
 """
 
 from __future__ import annotations
@@ -186,3 +186,46 @@ def test_a_bad_memory_budget_names_its_key(value):
         _study(runs={**auto_runs(), "fedavg": {"algorithm": "fedavg", "memory_budget": value}})
     with pytest.raises(ConfigError, match=r"studies\.t\..*memory_budget"):
         _study(memory_budget=value)
+
+
+def test_a_float32_convolutional_run_keeps_its_budget_in_its_spec_and_auto_never_splits_it(monkeypatch):
+    from tests.conftest import TINY_STUDY
+
+    cnn = {"name": "cnn", "channels": [2, 3], "hidden": 4}
+    runs = {"fedavg": {"algorithm": "fedavg"}}
+    base = {**TINY_STUDY, "model": cnn, "runs": runs}
+    auto, small = (
+        build_suite({"studies": {"t": {**base, **b}}}).studies["t"] for b in ({}, {"memory_budget": 8})
+    )
+    assert json.loads(small.run_json("fedavg"))["memory_budget"] == 8  # changing it reruns the run
+    assert "memory_budget" not in json.loads(auto.run_json("fedavg"))
+    f64 = build_suite({"studies": {"t": {**base, "memory_budget": 8, "dtype": "float64"}}}).studies["t"]
+    assert "memory_budget" not in json.loads(f64.run_json("fedavg"))  # exact in float64
+
+    from hetfl.train import apply_memory_budget
+
+    fed = tiny_federation("cnn", sizes=(5,) * 12, dtype=torch.float32)
+    cls = get_algorithm("fedavg", environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
+    tiny = plan_memory(fed, algorithm, 1 << 30, 4)
+    budget_mib = (tiny.resident_bytes + 2 * tiny.row_bytes) / MIB
+    assert (
+        apply_memory_budget(fed, algorithm, budget_mib, torch.device("cpu")).rows is None
+    )  # --set-resources
+    assert fed.model.max_rows is None
+    assert apply_memory_budget(fed, algorithm, budget_mib, torch.device("cpu"), split_inexact=True).rows == 2
+    assert fed.model.max_rows == 2 and isinstance(fed.model, type(tiny_federation("cnn").model))
+    import hetfl.engine.memory as memory
+
+    monkeypatch.setattr(
+        memory, "default_budget_bytes", lambda device: int(budget_mib * MIB)
+    )  # a small machine
+    assert apply_memory_budget(fed, algorithm, "auto", torch.device("cpu")).rows is None
+    assert fed.model.max_rows is None
+    dnn = tiny_federation("dnn", sizes=(5,) * 12, dtype=torch.float32)  # exact rows: auto splits it
+    algorithm = cls(dnn, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
+    dnn_plan = plan_memory(dnn, algorithm, 1 << 30, 4)
+    monkeypatch.setattr(
+        memory, "default_budget_bytes", lambda device: dnn_plan.resident_bytes + 3 * dnn_plan.row_bytes
+    )
+    assert apply_memory_budget(dnn, algorithm, "auto", torch.device("cpu")).rows == 3

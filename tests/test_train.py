@@ -107,3 +107,25 @@ def test_divergence_is_recorded_not_raised(setup):
         .map(lambda v: pd.notna(v) and abs(v) < 1e30)
         .all()
     )
+
+
+def test_a_float32_cnn_is_split_only_under_the_budget_of_its_spec(tmp_path):
+    cnn = {"name": "cnn", "channels": [2, 3], "hidden": 4}
+    base = {**STUDY, "model": cnn, "runs": {"fedavg": {"algorithm": "fedavg"}}, "seeds": [0], "rounds": 2}
+    auto = build_suite({"studies": {"t": base}}).studies["t"]
+    dataset = load_dataset(auto.dataset, tmp_path)
+    dataset.save(tmp_path / "data.npz")
+    make_partition(auto.partition, dataset, 0).save(tmp_path / "part.npz")
+
+    def rows(study, name, **kw):
+        (tmp_path / name).mkdir()
+        out = tmp_path / name
+        paths = RunOutputs(out / "m.csv", out / "c.csv", out / "run.json", out / "final.pt")
+        info = train(
+            json.loads(study.run_json("fedavg")), 0, tmp_path / "data.npz", tmp_path / "part.npz", paths, **kw
+        )
+        return info["memory"]["rows_per_call"]
+
+    assert rows(auto, "cli", memory_budget=0.01) is None  # a command-line budget: not in the spec, not split
+    small = build_suite({"studies": {"t": {**base, "memory_budget": 0.01}}}).studies["t"]
+    assert rows(small, "spec") == 1  # the spec's budget: split (and part of the job's params)

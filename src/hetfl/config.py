@@ -34,7 +34,7 @@ from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.metrics import validation_names
-from hetfl.models import build_model, normalize_model_spec
+from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
 from hetfl.tuning import Tuning, parse_tune
@@ -53,11 +53,8 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "dtype": "float32",
     "rounds": None,  # None: the study's rounds
     "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
-    "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory): no result depends on it
+    "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory); see budget_changes_results
 }
-NOT_IN_SPEC = (
-    "memory_budget",
-)  # settings that change how a run computes, never what: not in the job's params
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
@@ -94,7 +91,8 @@ class RunSpec:
         settings = {
             k: v
             for k, v in self.settings.items()
-            if not (k == "init_from" and v is None) and k not in NOT_IN_SPEC
+            if not (k == "init_from" and v is None)
+            and (k != "memory_budget" or budget_changes_results(self.settings))
         }
         return {
             "study": self.study,
@@ -161,7 +159,8 @@ class Study:
         return [m for i, m in enumerate(out) if m in self.metrics and m not in out[:i]]
 
     def memory_budget(self, label: str) -> str | float:
-        """Run ``label``'s ``memory_budget`` (``auto`` or MiB): a training job's resource, not its params."""
+        """Run ``label``'s ``memory_budget`` (``auto`` or MiB): a training job's resource (in its params only
+        where it could change the results: :func:`budget_changes_results`)."""
         return self.spec(label).settings["memory_budget"]
 
     def run_json(self, label: str) -> str:
@@ -180,6 +179,17 @@ class Suite:
     studies: dict[str, Study]
     selected: list[str]
     checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
+
+
+def budget_changes_results(settings: dict[str, Any]) -> bool:
+    """Whether a run's rows per call could change its results: a numeric ``memory_budget`` in float32 on a
+    model whose rows are not exact in float32 (``BatchedModel.rows_exact_in_float32``: the convolutional
+    and ``torch.func`` models). Such a budget is part of the run's spec (changing it reruns the run);
+    ``auto`` never splits their calls (``hetfl.engine.memory``)."""
+    model = settings.get("model")
+    if settings.get("memory_budget", "auto") == "auto" or model is None or settings.get("dtype") != "float32":
+        return False
+    return not model_class(model["name"]).rows_exact_in_float32
 
 
 def _require_mapping(value: Any, key: str) -> dict:

@@ -15,7 +15,7 @@ import json
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -120,9 +120,15 @@ def build(
     return env, algorithm
 
 
-def apply_memory_budget(env, algorithm, budget: Any, device: torch.device) -> MemoryPlan | None:
+def apply_memory_budget(
+    env, algorithm, budget: Any, device: torch.device, split_inexact: bool = False
+) -> MemoryPlan | None:
     """Fit a run on client data into its ``memory_budget`` (``hetfl.engine.memory``): plan the rows per
     batched call and limit the model's calls to them. None for a generated problem (no batched model).
+    A float32 model whose rows are not exact whatever the rows per call (``BatchedModel.rows_exact_in_float32``:
+    convolutions) is split only with ``split_inexact``, which the training job sets when the budget is part
+    of the run's spec (``hetfl.config.budget_changes_results``): never under ``auto`` (its results must not
+    depend on the machine's memory) nor under a budget from the command line (``--set-resources``).
 
     Args:
         budget: the run's ``memory_budget``: ``auto`` (None too) or MiB.
@@ -134,6 +140,9 @@ def apply_memory_budget(env, algorithm, budget: Any, device: torch.device) -> Me
         return None
     batch = int(getattr(algorithm.hp, "batch_size", 1) or 1)
     plan = plan_memory(env, algorithm, budget_bytes(budget, device), batch)
+    exact = env.dtype != torch.float32 or type(env.model).rows_exact_in_float32
+    if not exact and (budget in (None, "auto") or not split_inexact):
+        plan = replace(plan, rows=None)
     limit_rows(env.model, plan.rows)
     return plan
 
@@ -190,7 +199,10 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
     env, algorithm = build(spec, seed, data, partition, device, init)
-    memory = apply_memory_budget(env, algorithm, memory_budget, device)
+    in_spec = "memory_budget" in spec  # a budget its results depend on (hetfl.config.budget_changes_results)
+    memory = apply_memory_budget(
+        env, algorithm, spec["memory_budget"] if in_spec else memory_budget, device, split_inexact=in_spec
+    )
     if memory is not None and not memory.fits:
         print(
             f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "

@@ -8,9 +8,13 @@ clients or a large model it is what breaks first. Under a ``memory_budget`` (MiB
 (:func:`limit_rows`) and concatenates the results. Every client's rows are computed by the same kernels
 either way, so chunking changes no number: the results are byte-identical to the unchunked engine
 wherever the batched kernels compute each client's rows independently of the others, which holds on the
-CPU for every model in float64 and for the models without convolutions in float32 (oneDNN's float32
-convolutions choose their blocking from the whole grouped problem: the last bit of a CNN's float32
-results can change with the chunk; ``tests/test_memory.py`` measures both).
+CPU for every model in float64 and for the models without convolutions in float32 (``tests/test_memory.py``
+runs every algorithm both ways). oneDNN's float32 convolutions choose their blocking from the whole
+grouped problem, so a convolutional (or ``torch.func``) model's float32 results change in the last bit with
+the rows per call, and training amplifies that (on the default suite's CNN study, final accuracies moved
+by up to 1.4 points): such a model (``BatchedModel.rows_exact_in_float32`` False) is never split under
+``memory_budget: auto``, and a numeric budget is part of its run's spec (``hetfl.config``), so that a
+result always says the budget it was computed under.
 
 The rule (:func:`plan_memory`): the budget pays first for what stays resident (the federation's data,
 the algorithm's state, a round's stacked models, gradients, optimizer buffers and minibatches: ``S`` rows

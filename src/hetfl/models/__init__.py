@@ -29,6 +29,7 @@ __all__ = [
     "BatchedModel",
     "Params",
     "build_model",
+    "model_class",
     "model_module",
     "model_modules",
     "model_names",
@@ -49,6 +50,11 @@ def registry() -> dict[str, type[BatchedModel]]:
 def model_names() -> list[str]:
     """The config names of every model, sorted."""
     return sorted(registry())
+
+
+def model_class(name: str) -> type[BatchedModel]:
+    """The batched model class of config name ``name``."""
+    return registry()[name]
 
 
 def model_module(name: str) -> str:

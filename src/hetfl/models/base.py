@@ -88,6 +88,10 @@ class BatchedModel(ABC):
     name: str = ""
     options: ClassVar[dict[str, Any]] = {}  # config options besides split/adapter_rank, with defaults
     task: str = "classification"
+    rows_exact_in_float32: ClassVar[bool] = True
+    """Whether a client's rows come out bit for bit the same however many clients one call takes, in
+    float32 on the CPU (in float64 every model's do): False where oneDNN's convolutions choose their
+    blocking from the whole grouped problem (``hetfl.engine.memory``)."""
 
     def __init__(
         self, sample_shape: tuple[int, ...], num_classes: int, split: str = "none", adapter_rank: int = 4

@@ -187,6 +187,7 @@ class ModuleModel(BatchedModel):
 
     config_options: ClassVar[dict[str, Any]] = {"init": "module"}
     """Options besides ``options`` that :meth:`normalize_config_options` checks (strings, mappings)."""
+    rows_exact_in_float32: ClassVar[bool] = False  # any module: vmap batches its convolutions (oneDNN)
     per_client_grad: bool = False
     """How :meth:`loss_grads` differentiates: False, autograd through the vmapped forward; True,
     ``vmap(grad_and_value)``."""
