@@ -20,13 +20,13 @@ from hetfl.algorithms import FEDERATION, get_algorithm, registry
 from hetfl.config import ConfigError, build_suite
 from hetfl.engine.memory import (
     MIB,
-    _chunks,
     activation_elements,
     budget_bytes,
     limit_rows,
     plan_memory,
     plan_rows,
     row_bytes,
+    row_chunks,
 )
 from hetfl.engine.participation import participation_schedule
 from tests.conftest import tiny_federation
@@ -106,10 +106,10 @@ def test_limit_rows_keeps_the_model_and_refuses_zero():
 def test_chunks_are_the_fewest_and_near_equal():
     fed = tiny_federation("dnn", sizes=(5,) * 10)
     limit_rows(fed.model, 8)
-    assert [(s.start, s.stop) for s in _chunks(fed.model, 10)] == [(0, 5), (5, 10)]
-    assert _chunks(fed.model, 8) is None
+    assert [(s.start, s.stop) for s in row_chunks(fed.model, 10)] == [(0, 5), (5, 10)]
+    assert row_chunks(fed.model, 8) is None
     limit_rows(fed.model, 3)
-    assert [s.stop - s.start for s in _chunks(fed.model, 10)] == [2, 3, 2, 3]
+    assert [s.stop - s.start for s in row_chunks(fed.model, 10)] == [2, 3, 2, 3]
 
 
 def test_plan_rows():

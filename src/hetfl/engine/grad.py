@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from hetfl.engine.federation import Batch, Federation
+from hetfl.engine.memory import row_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, select
 from hetfl.engine.sampler import BatchSampler
@@ -27,10 +28,11 @@ def client_grads(model: BatchedModel, params: Params, batch: Batch) -> tuple[Ten
     return model.loss_grads(params, batch.x, batch.y, None if batch.full else batch.mask)
 
 
-Correction = Callable[[Params, Params, int], None]
-"""A gradient correction ``correction(params, grads, m)``: adds, in place, an algorithm's term to the
-minibatch gradients ``grads [m, ...]`` of the first m clients at their parameters ``params [m, ...]`` (views
-of the stepped rows) before the optimizer's step, e.g. FedProx's μ(w − w_t) or SCAFFOLD's c − c_i."""
+Correction = Callable[[Params, Params, slice], None]
+"""A gradient correction ``correction(params, grads, rows)``: adds, in place, an algorithm's term to the
+minibatch gradients ``grads [r, ...]`` of the stack's rows ``rows`` (a slice: the first m clients, or one
+chunk of them under a memory budget) at their parameters ``params [r, ...]`` (views of those rows) before the
+optimizer's step, e.g. FedProx's μ(w − w_t) or SCAFFOLD's c − c_i (its ``[S, ...]`` terms indexed by ``rows``)."""
 
 
 def local_sgd(
@@ -60,6 +62,11 @@ def local_sgd(
     working (τ_c > k) are the first m_k rows; step k draws minibatches for ``clients[:m_k]`` only (one
     ``sampler.next`` call, in row order) and updates those rows in place, the others keep their models.
 
+    Under a memory budget (the model's calls limited to ``max_rows`` clients, ``hetfl.engine.memory``), a
+    step's m rows are drawn at once as above (the same minibatches) and then gathered, differentiated,
+    corrected and stepped chunk by chunk: one chunk's minibatches and gradients are resident, not every
+    row's; each row's numbers are the same.
+
     Args:
         params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
         clients: ``LongTensor[C]``.
@@ -86,18 +93,34 @@ def local_sgd(
     keys = list(params) if keys is None else keys
     if not keys:
         return params
+    data = getattr(fed, split)
     for m in _working_rows(steps, len(clients)):
         every = m == len(clients)
-        rows = params if every else {k: v[:m] for k, v in params.items()}  # the first m rows: views
-        _, grads = client_grads(fed.model, rows, fed.batch(sampler, clients if every else clients[:m], split))
-        if correction is not None:
-            correction(rows, grads, m)
-        if optimizer is not None:
-            optimizer.step(rows, grads, lr)
+        chunks = row_chunks(fed.model, m)
+        if chunks is None:
+            rows = params if every else {k: v[:m] for k, v in params.items()}  # the first m rows: views
+            batch = fed.batch(sampler, clients if every else clients[:m], split)
+            _step(fed.model, rows, batch, slice(0, m), lr, keys, optimizer, correction)
             continue
-        with torch.no_grad():
-            torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
+        pos, mask = sampler.next(clients[:m])  # the m rows' minibatches, drawn as without chunks
+        full = bool(mask.all())  # the whole step's: a chunk's loss takes the mask as the unchunked call would
+        for s in chunks:
+            x, y = data.gather(clients[s], pos[s])
+            batch = Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
+            _step(fed.model, {k: v[s] for k, v in params.items()}, batch, s, lr, keys, optimizer, correction)
     return params
+
+
+def _step(model, rows: Params, batch: Batch, index: slice, lr, keys, optimizer, correction) -> None:
+    """One local step of the stack's rows ``index`` (``rows``: views of them) on ``batch``."""
+    _, grads = client_grads(model, rows, batch)
+    if correction is not None:
+        correction(rows, grads, index)
+    if optimizer is not None:
+        optimizer.step(rows, grads, lr, index)
+        return
+    with torch.no_grad():
+        torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
 
 
 def _working_rows(steps: int | Tensor, rows: int) -> list[int]:

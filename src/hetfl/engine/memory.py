@@ -17,8 +17,8 @@ by up to 1.4 points): such a model (``BatchedModel.rows_exact_in_float32`` False
 result always says the budget it was computed under.
 
 The rule (:func:`plan_memory`): the budget pays first for what stays resident (the federation's data,
-the algorithm's state, a round's stacked models, gradients, optimizer buffers and minibatches: ``S`` rows
-of ``TRANSIENT_COPIES`` model copies), then for the row chunks of one call, each row costing
+the algorithm's state, a round's stacked local models and updates: ``S`` rows of ``TRANSIENT_COPIES``
+model copies), then for the row chunks of one call, each row costing
 ``row_bytes``: ``ACTIVATION_COPIES`` copies of the model's activations for its ``B`` samples plus
 ``GRADIENT_COPIES`` copies of its parameters. ``rows`` = what is left / ``row_bytes`` (None: no chunking,
 every client in one call). When the resident state alone exceeds the budget the run still goes on, one
@@ -43,7 +43,8 @@ CUDA_SHARE = 0.9  # the default budget on a GPU: this share of its free memory
 ACTIVATION_COPIES = 4  # per sample: the layers' outputs kept for backward, their gradients, the functional
 # activations (ReLU, pooling) that are no modules, temporaries
 GRADIENT_COPIES = 3  # per row of a call: the leaves, their gradients, the concatenated result
-TRANSIENT_COPIES = 4  # per trained client and round: local model, gradient, optimizer buffer, update
+TRANSIENT_COPIES = 2  # per trained client and round: its local model and its update (or optimizer buffer);
+# its minibatch and gradient are a call's, per row (``row_bytes``)
 
 
 def default_budget_bytes(device: torch.device) -> int:
@@ -193,7 +194,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
 
     The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements and the ``S`` minibatches, with
-    ``S`` the clients sampled per round (``clients_per_round``).
+    ``S`` the clients sampled per round (``clients_per_round``); their minibatches and gradients are counted
+    per row of a call (local SGD gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``).
     """
     model = fed.model
     size = torch.empty((), dtype=fed.dtype).element_size()
@@ -201,8 +203,7 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     data = tensor_bytes([[s.x, s.y] for s in splits])
     state = tensor_bytes(algorithm.state_dict())
     trained = int(algorithm.clients_per_round)
-    sample = math.prod(model.sample_shape)
-    transient = trained * size * (TRANSIENT_COPIES * model.num_parameters() + batch * sample)
+    transient = trained * size * TRANSIENT_COPIES * model.num_parameters()
     resident = data + state + transient
     per_row = row_bytes(model, batch, size)
     rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)
@@ -225,10 +226,10 @@ def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
     return {k: v[s] for k, v in tensors.items()}
 
 
-def _chunks(model, rows: int) -> list[slice] | None:
+def row_chunks(model, rows: int) -> list[slice] | None:
     """The row slices of a call on ``rows`` rows under ``model.max_rows`` (None: one call): the fewest
     chunks of at most ``max_rows`` rows, of sizes as equal as they can be (10 rows under 8: 5 and 5)."""
-    limit = model.max_rows
+    limit = getattr(model, "max_rows", None)  # a model never limited (limit_rows) has none
     if limit is None or rows <= limit:
         return None
     count = -(-rows // limit)
@@ -268,14 +269,14 @@ def _chunked_methods(base: type) -> dict[str, Any]:
 
     def forward(self, params, x):
         rows = _rows_of(params)
-        chunks = _chunks(self, rows) if x.shape[0] == rows else None
+        chunks = row_chunks(self, rows) if x.shape[0] == rows else None
         if chunks is None:
             return base.forward(self, params, x)
         return _stitch(chunks, rows, lambda s: (base.forward(self, _rows(params, s), x[s]),))[0]
 
     def loss_grads(self, params, x, y, mask):
         rows = _rows_of(params)
-        chunks = _chunks(self, rows)
+        chunks = row_chunks(self, rows)
         if chunks is None:
             return base.loss_grads(self, params, x, y, mask)
         return _stitch(
@@ -286,7 +287,7 @@ def _chunked_methods(base: type) -> dict[str, Any]:
 
     def loss_grads_preact(self, params, z1, y, mask, need_loss=True):
         rows = z1.shape[0]
-        chunks = _chunks(self, rows)
+        chunks = row_chunks(self, rows)
         if chunks is None:
             return base.loss_grads_preact(self, params, z1, y, mask, need_loss)
         return _stitch(

@@ -93,21 +93,25 @@ class ClientOptimizer:
         return grads
 
     @torch.no_grad()
-    def step(self, params: Params, grads: Params, lr: float) -> Params:
+    def step(self, params: Params, grads: Params, lr: float, rows: slice | None = None) -> Params:
         """One step of every client: ``params [C, ...]`` updated in place (only ``keys``) with ``grads
         [C, ...]`` (consumed: modified in place) at learning rate ``lr``; returns ``params``.
 
-        ``params`` and ``grads`` may hold only the first m ≤ C clients (``[m, ...]``: the clients that still
-        step when local step counts differ, ``hetfl.engine.grad.local_sgd``); then only the first m rows of
-        the momentum buffers take part.
+        ``params`` and ``grads`` may hold only some rows of the C clients: the first m (``[m, ...]``: the
+        clients that still step when local step counts differ, ``hetfl.engine.grad.local_sgd``), or the
+        rows ``rows`` (a slice: a chunk under a memory budget); then only those rows of the momentum buffers
+        take part.
         """
         self.clip(grads)
         p, g = [params[k] for k in self.keys], [grads[k] for k in self.keys]
         if self.weight_decay:
             torch._foreach_add_(g, p, alpha=self.weight_decay)
         if self.buf is not None:
-            rows = len(g[0]) if g else 0
-            buf = [self.buf[k] if len(self.buf[k]) == rows else self.buf[k][:rows] for k in self.keys]
+            if rows is None:
+                rows = slice(0, len(g[0]) if g else 0)
+            buf = [
+                self.buf[k] if rows == slice(0, len(self.buf[k])) else self.buf[k][rows] for k in self.keys
+            ]
             torch._foreach_mul_(buf, self.momentum)
             torch._foreach_add_(buf, g)
             g = buf

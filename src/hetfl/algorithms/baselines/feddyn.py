@@ -69,10 +69,10 @@ class FedDyn(FedAvgLike):
         theta, alpha = self.w, self.hp.alpha  # θ^{t−1}, [1, ...]
         linear = select(self.grad, clients)  # ∇L_k(θ_k^{t−1}), [S, ...]
 
-        def dynamic(params: Params, grads: Params, m: int) -> None:  # [m, ...]
+        def dynamic(params: Params, grads: Params, rows: slice) -> None:  # [r, ...] of the stack's rows
             with torch.no_grad():
                 for k, g in grads.items():
-                    g.sub_(linear[k][:m]).add_(params[k] - theta[k], alpha=alpha)
+                    g.sub_(linear[k][rows]).add_(params[k] - theta[k], alpha=alpha)
 
         return dynamic
 

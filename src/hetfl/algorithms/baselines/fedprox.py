@@ -55,7 +55,7 @@ class FedProx(FedAvgLike):
         if not mu:
             return None
 
-        def proximal(params: Params, grads: Params, m: int) -> None:  # [m, ...]
+        def proximal(params: Params, grads: Params, rows: slice) -> None:  # [r, ...] of the stack's rows
             with torch.no_grad():
                 for k, g in grads.items():
                     g.add_(params[k] - anchor[k], alpha=mu)

@@ -66,10 +66,10 @@ class Scaffold(FedAvgLike):
         """g_i(y) − c_i + c (Algorithm 1, line 10) for the clients ``clients [S]``."""
         drift = self.drift(clients)
 
-        def corrected(params: Params, grads: Params, m: int) -> None:  # [m, ...]
+        def corrected(params: Params, grads: Params, rows: slice) -> None:  # [r, ...] of the stack's rows
             with torch.no_grad():
                 for k, g in grads.items():
-                    g.add_(drift[k][:m])
+                    g.add_(drift[k][rows])
 
         return corrected
 
