@@ -193,9 +193,9 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     samples per client and call (the run's ``batch_size``).
 
     The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
-    round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements and the ``S`` minibatches, with
-    ``S`` the clients sampled per round (``clients_per_round``); their minibatches and gradients are counted
-    per row of a call (local SGD gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``).
+    round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
+    round (``clients_per_round``); their minibatches and gradients are counted per row of a call (local SGD
+    gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``).
     """
     model = fed.model
     size = torch.empty((), dtype=fed.dtype).element_size()
