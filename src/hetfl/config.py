@@ -30,6 +30,7 @@ from hetfl.algorithms import algorithm_module, get_algorithm
 from hetfl.claims import claim_terms, normalize_claims
 from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
+from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
@@ -243,15 +244,10 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
         raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
     if out["init_from"] is not None and not isinstance(out["init_from"], str):
         raise ConfigError(f"{key}.init_from", f"expected a run label, got {out['init_from']!r}")
-    budget = out["memory_budget"]
-    if budget != "auto" and (
-        isinstance(budget, bool)
-        or not isinstance(budget, int | float)
-        or not math.isfinite(budget)
-        or budget <= 0
-    ):
+    if not is_budget(out["memory_budget"]):
         raise ConfigError(
-            f"{key}.memory_budget", f"expected 'auto' or a finite number of MiB > 0, got {budget!r}"
+            f"{key}.memory_budget",
+            f"expected 'auto' or a finite number of MiB > 0, got {out['memory_budget']!r}",
         )
     return out
 

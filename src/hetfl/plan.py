@@ -91,7 +91,6 @@ def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int,
     count 2) of its ``Linear`` and ``Conv2d`` layers and of any layer with a ``forward_flops(input,
     output)`` method (``char_lstm``'s LSTM layers), counted on one forward pass of a zero sample.
     """
-    import torch
     from torch import nn
 
     info = dataset_info(json.loads(dataset_json))
@@ -111,16 +110,7 @@ def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int,
         elif hasattr(module, "forward_flops"):  # a layer that counts itself, e.g. char_lstm's LSTM layers
             flops[0] += int(module.forward_flops(inputs[0], output))
 
-    reference = model.reference_module()
-    handles = [
-        m.register_forward_hook(count)
-        for m in reference.modules()
-        if isinstance(m, nn.Linear | nn.Conv2d) or hasattr(m, "forward_flops")
-    ]
-    with torch.no_grad():
-        reference(torch.zeros(1, *info.sample_shape))
-    for h in handles:
-        h.remove()
+    model.probe(count, lambda m: isinstance(m, nn.Linear | nn.Conv2d) or hasattr(m, "forward_flops"))
     return int(params), int(flops[0]), tuple(int(d) for d in info.sample_shape)
 
 

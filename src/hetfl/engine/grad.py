@@ -95,32 +95,21 @@ def local_sgd(
         return params
     data = getattr(fed, split)
     for m in _working_rows(steps, len(clients)):
-        every = m == len(clients)
-        chunks = row_chunks(fed.model, m)
-        if chunks is None:
-            rows = params if every else {k: v[:m] for k, v in params.items()}  # the first m rows: views
-            batch = fed.batch(sampler, clients if every else clients[:m], split)
-            _step(fed.model, rows, batch, slice(0, m), lr, keys, optimizer, correction)
-            continue
-        pos, mask = sampler.next(clients[:m])  # the m rows' minibatches, drawn as without chunks
+        pos, mask = sampler.next(clients[:m])  # the first m rows' minibatches, drawn at once (chunks or not)
         full = bool(mask.all())  # the whole step's: a chunk's loss takes the mask as the unchunked call would
-        for s in chunks:
+        for s in row_chunks(fed.model, m) or [slice(0, m)]:
             x, y = data.gather(clients[s], pos[s])
             batch = Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
-            _step(fed.model, {k: v[s] for k, v in params.items()}, batch, s, lr, keys, optimizer, correction)
+            rows = {k: v[s] for k, v in params.items()}  # views of the stack's rows s
+            _, grads = client_grads(fed.model, rows, batch)
+            if correction is not None:
+                correction(rows, grads, s)
+            if optimizer is not None:
+                optimizer.step(rows, grads, lr, s)
+                continue
+            with torch.no_grad():
+                torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
     return params
-
-
-def _step(model, rows: Params, batch: Batch, index: slice, lr, keys, optimizer, correction) -> None:
-    """One local step of the stack's rows ``index`` (``rows``: views of them) on ``batch``."""
-    _, grads = client_grads(model, rows, batch)
-    if correction is not None:
-        correction(rows, grads, index)
-    if optimizer is not None:
-        optimizer.step(rows, grads, lr, index)
-        return
-    with torch.no_grad():
-        torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
 
 
 def _working_rows(steps: int | Tensor, rows: int) -> list[int]:

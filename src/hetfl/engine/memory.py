@@ -42,7 +42,7 @@ CPU_SHARE = 0.5  # the default budget on the CPU: this share of the machine's RA
 CUDA_SHARE = 0.9  # the default budget on a GPU: this share of its free memory
 ACTIVATION_COPIES = 4  # per sample: the layers' outputs kept for backward, their gradients, the functional
 # activations (ReLU, pooling) that are no modules, temporaries
-GRADIENT_COPIES = 3  # per row of a call: the leaves, their gradients, the concatenated result
+GRADIENT_COPIES = 3  # per row of a call: the leaves, their gradients, the stitched output
 TRANSIENT_COPIES = 2  # per trained client and round: its local model and its update (or optimizer buffer);
 # its minibatch and gradient are a call's, per row (``row_bytes``)
 
@@ -70,28 +70,29 @@ def _cgroup_limit() -> int | None:
     return None
 
 
+def is_budget(value: Any) -> bool:
+    """Whether ``value`` is a valid ``memory_budget``: ``auto`` or a finite number of MiB > 0."""
+    if value == "auto":
+        return True
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
 def budget_bytes(value: Any, device: torch.device) -> int:
     """Bytes of a ``memory_budget`` setting: ``auto`` (or None) -> :func:`default_budget_bytes`; a positive
-    number of MiB -> that many bytes.
+    number of MiB (or its text, from ``--set-resources train:memory_budget=512``) -> that many bytes.
 
     Raises:
         ValueError: anything else (the config validates ``memory_budget`` before any job runs).
     """
     if value is None or value == "auto":
         return default_budget_bytes(device)
-    if isinstance(value, str):  # from the command line: --set-resources train:memory_budget=512
+    if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
-            raise ValueError(
-                f"memory_budget: expected 'auto' or a positive number of MiB, got {value!r}"
-            ) from None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+            pass
+    if not is_budget(value):
         raise ValueError(f"memory_budget: expected 'auto' or a positive number of MiB, got {value!r}")
     return int(value * MIB)
 
@@ -99,10 +100,9 @@ def budget_bytes(value: Any, device: torch.device) -> int:
 def activation_elements(model) -> int:
     """Elements of every activation one sample creates in a forward pass of ``model``: its input, the
     output of each leaf module of ``model.reference_module()`` and, for a convolution, its unfolded input
-    (input × kernel area: the im2col buffer of its weight gradient); counted on one zero sample (a model
-    whose reference module refuses a float sample gets integer tokens, ``char_lstm``)."""
-    reference = model.reference_module()
-    count = [0]
+    (input × kernel area: the im2col buffer of its weight gradient); counted on one zero sample
+    (``BatchedModel.probe``)."""
+    count = [math.prod(model.sample_shape)]
 
     def hook(module, inputs, output):
         outputs = output if isinstance(output, tuple | list) else (output,)
@@ -110,18 +110,8 @@ def activation_elements(model) -> int:
         if isinstance(module, nn.Conv2d):
             count[0] += inputs[0].numel() * math.prod(module.kernel_size)
 
-    handles = [m.register_forward_hook(hook) for m in reference.modules() if not list(m.children())]
-    try:
-        with torch.no_grad():
-            try:
-                reference(torch.zeros(1, *model.sample_shape))
-            except (RuntimeError, TypeError):
-                count[0] = 0
-                reference(torch.zeros(1, *model.sample_shape, dtype=torch.long))
-    finally:
-        for h in handles:
-            h.remove()
-    return int(count[0] + math.prod(model.sample_shape))
+    model.probe(hook)
+    return int(count[0])
 
 
 def row_bytes(model, batch: int, element_size: int) -> int:
@@ -264,41 +254,32 @@ def _empty(part, rows: int):
     return part.new_empty((rows, *part.shape[1:]))
 
 
-def _chunked_methods(base: type) -> dict[str, Any]:
-    """``forward``, ``loss_grads`` and ``loss_grads_preact`` of ``base`` run in row chunks (:func:`_stitch`)."""
+SPLIT_CALLS = {"forward": 1, "loss_grads": 3, "loss_grads_preact": 3}
+"""The batched calls that run in row chunks: name -> how many of the arguments after ``params`` have a row
+per client (``[C, ...]`` or None: ``x``; ``x, y, mask``; ``z1, y, mask``); the others pass unchanged."""
 
-    def forward(self, params, x):
-        rows = _rows_of(params)
-        chunks = row_chunks(self, rows) if x.shape[0] == rows else None
-        if chunks is None:
-            return base.forward(self, params, x)
-        return _stitch(chunks, rows, lambda s: (base.forward(self, _rows(params, s), x[s]),))[0]
 
-    def loss_grads(self, params, x, y, mask):
+def _split(method, per_row: int):
+    """``method(self, params, *args)`` run in row chunks of ``params`` and its first ``per_row`` arguments
+    (:func:`row_chunks`), the results stitched (:func:`_stitch`)."""
+
+    def split(self, params, *args, **kwargs):
         rows = _rows_of(params)
         chunks = row_chunks(self, rows)
         if chunks is None:
-            return base.loss_grads(self, params, x, y, mask)
-        return _stitch(
-            chunks,
-            rows,
-            lambda s: base.loss_grads(self, _rows(params, s), x[s], y[s], None if mask is None else mask[s]),
-        )
+            return method(self, params, *args, **kwargs)
+        single = []  # whether the method returns one tensor (forward) rather than a tuple
 
-    def loss_grads_preact(self, params, z1, y, mask, need_loss=True):
-        rows = z1.shape[0]
-        chunks = row_chunks(self, rows)
-        if chunks is None:
-            return base.loss_grads_preact(self, params, z1, y, mask, need_loss)
-        return _stitch(
-            chunks,
-            rows,
-            lambda s: base.loss_grads_preact(
-                self, _rows(params, s), z1[s], y[s], None if mask is None else mask[s], need_loss
-            ),
-        )
+        def part(s: slice):
+            cut = [None if a is None else a[s] for a in args[:per_row]]
+            out = method(self, _rows(params, s), *cut, *args[per_row:], **kwargs)
+            single[:] = [isinstance(out, Tensor)]
+            return (out,) if single[0] else out
 
-    return {"forward": forward, "loss_grads": loss_grads, "loss_grads_preact": loss_grads_preact}
+        out = _stitch(chunks, rows, part)
+        return out[0] if single[0] else out
+
+    return split
 
 
 @cache
@@ -306,7 +287,8 @@ def _chunked_class(cls: type) -> type:
     """``cls`` whose batched calls (``forward``, ``loss_grads``, ``loss_grads_preact`` over ``[C, ...]``
     parameters and ``[C, ...]`` data) run in chunks of at most ``max_rows`` client rows, concatenated; a
     call on one row of parameters (a shared model) is never split. A subclass: ``isinstance`` still holds."""
-    return type(cls.__name__, (cls,), {"__doc__": cls.__doc__, "_unchunked": cls, **_chunked_methods(cls)})
+    methods = {name: _split(getattr(cls, name), per_row) for name, per_row in SPLIT_CALLS.items()}
+    return type(cls.__name__, (cls,), {"__doc__": cls.__doc__, "_unchunked": cls, **methods})
 
 
 def limit_rows(model, rows: int | None):

@@ -107,11 +107,8 @@ class ClientOptimizer:
         if self.weight_decay:
             torch._foreach_add_(g, p, alpha=self.weight_decay)
         if self.buf is not None:
-            if rows is None:
-                rows = slice(0, len(g[0]) if g else 0)
-            buf = [
-                self.buf[k] if rows == slice(0, len(self.buf[k])) else self.buf[k][rows] for k in self.keys
-            ]
+            rows = rows if rows is not None else slice(0, len(g[0]) if g else 0)
+            buf = [self.buf[k][rows] for k in self.keys]
             torch._foreach_mul_(buf, self.momentum)
             torch._foreach_add_(buf, g)
             g = buf

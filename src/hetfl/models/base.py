@@ -230,6 +230,20 @@ class BatchedModel(ABC):
     def reference_module(self) -> nn.Module:
         """The same architecture as a plain single-client ``nn.Module``; ``state_dict`` keys = param names."""
 
+    def probe(self, hook, select=None) -> None:
+        """Run :meth:`reference_module` once, without gradients, on one zero sample ``[1, *sample_shape]``
+        with ``hook(module, inputs, output)`` registered on each of its modules that ``select(module)``
+        accepts (default: the leaf modules): what the memory budget and the cost planner count per sample."""
+        reference = self.reference_module()
+        select = select or (lambda m: not list(m.children()))
+        handles = [m.register_forward_hook(hook) for m in reference.modules() if select(m)]
+        try:
+            with torch.no_grad():
+                reference(torch.zeros(1, *self.sample_shape))
+        finally:
+            for h in handles:
+                h.remove()
+
     def flat_input(self, x: Tensor) -> Tensor:
         """``Tensor[C, B, *sample_shape]`` -> column-major ``Tensor[C, in_features, B]`` (a view when possible)."""
         return x.reshape(x.shape[0], x.shape[1], self.in_features).transpose(1, 2)
