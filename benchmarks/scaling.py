@@ -23,6 +23,11 @@ process's peak RSS.
 
     python benchmarks/scaling.py                                  # C = 10, 100, 1000, 10000
     python benchmarks/scaling.py --clients 10 100 --algorithms fedavg_cnn --rounds 3
+    python benchmarks/scaling.py --budget-mib 256 --csv scaling.csv --figure docs/figures/scaling.png
+
+``--csv`` keeps every measured row; ``--figure`` draws seconds per round and peak RSS above the baseline
+against C (log-log), unchunked and within the budget, from them (or, with ``--from-csv``, from a CSV
+written earlier, without measuring).
 
 A benchmark, not a test: the numbers depend on the machine.
 """
@@ -104,14 +109,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (after one warm-up)")
     parser.add_argument("--max-gib", type=float, default=16.0, help="address-space limit per configuration")
     parser.add_argument("--budget-mib", type=float, help="also run each configuration within this budget")
+    parser.add_argument("--csv", help="write the measured rows to this CSV file")
+    parser.add_argument("--figure", help="draw time and memory against C into this image file")
+    parser.add_argument("--from-csv", help="draw --figure from this CSV (written by --csv) without measuring")
     parser.add_argument("--one", nargs=2, metavar=("RUN", "C"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.from_csv:
+        import pandas as pd
+
+        draw(pd.read_csv(args.from_csv), args.figure)
+        return
     if args.one:
         limit = int(args.max_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         print(json.dumps(measure(args.one[0], int(args.one[1]), args.samples, args.rounds, args.budget_mib)))
         return
     budgets = [None] if args.budget_mib is None else [None, args.budget_mib]
+    measured = []
     print(
         f"{'run':<13}{'C':>6}{'budget':>8}{'rows':>6}{'s/round':>9}{'ms/client-round':>16}{'ratio':>7}"
         f"{'peak RSS MiB':>13}{'above base':>11}{'in budget':>10}"
@@ -133,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     continue
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
+                measured.append({**r, "budget_mib": budget})
                 unchunked = r["s_per_round"] if budget is None else unchunked
                 ratio = f"{r['s_per_round'] / unchunked:.2f}" if unchunked and budget is not None else "-"
                 above = r["peak_rss_mib"] - r["baseline_mib"]
@@ -143,6 +158,51 @@ def main(argv: list[str] | None = None) -> None:
                     f"{1000 * r['s_per_round'] / clients:>16.3f}{ratio:>7}{r['peak_rss_mib']:>13.0f}"
                     f"{above:>11.0f}{within:>10}"
                 )
+
+    if args.csv or args.figure:
+        import pandas as pd
+
+        frame = pd.DataFrame(measured)
+        if args.csv:
+            frame.to_csv(args.csv, index=False)
+        if args.figure:
+            draw(frame, args.figure)
+
+
+def draw(frame, path: str) -> None:
+    """Seconds per round (left) and peak RSS above the process's baseline, MiB (right), against C, one line
+    per run, dashed within the budget (each row's budget a grey tick); log-log. ``frame``: the rows of
+    ``--csv`` (several files' rows may be concatenated: each row keeps its own budget)."""
+    import seaborn as sns
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    within = frame["budget_mib"].notna()
+    frame = frame.assign(
+        above_mib=frame["peak_rss_mib"] - frame["baseline_mib"],
+        memory=within.map({False: "unchunked", True: "within the budget"}),
+    )
+    runs = list(dict.fromkeys(frame["run"]))
+    palette = dict(zip(runs, sns.color_palette(n_colors=len(runs)), strict=True))
+    figure = Figure(figsize=(9.0, 3.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2)
+    for ax, y, label in (
+        (left, "s_per_round", "seconds per round"),
+        (right, "above_mib", "peak RSS above base (MiB)"),
+    ):
+        sns.lineplot(
+            frame, x="clients", y=y, hue="run", style="memory", markers=True, palette=palette, ax=ax,
+            legend=ax is right,
+        )  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="clients C", ylabel=label)
+    for run, rows in frame[within].groupby("run", sort=False):
+        right.scatter(
+            rows["clients"], rows["budget_mib"], marker="_", s=300, color=palette[run], linewidths=2.5
+        )
+    right.scatter([], [], marker="_", s=300, color="0.4", linewidths=2.5, label="its budget")
+    right.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    figure.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The timings themselves are machine-dependent and never asserted (a benchmark, no
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,15 @@ def test_the_official_settings_are_applied_to_every_timed_run_and_validate():
     assert CONFIG["studies"]["pfedme_mnist"].get("sampling", "epoch") == "epoch"  # the input is not modified
 
 
+def test_equal_work_evaluates_the_models_the_official_code_evaluates():
+    suite = build_suite(bench.official_config(CONFIG, equal_work=True))
+    evaluated = {
+        label: suite.studies[name].runs[label].settings["eval_models"] for name, label in bench.OFFICIAL
+    }
+    assert evaluated == {"pfedme": ["global", "local"], "fedavg": None, "perfedavg": ["personal"]}
+    assert "eval_models" not in json.dumps(CONFIG)
+
+
 def test_official_mode_times_every_row_and_prints_the_ratios(monkeypatch, capsys):
     monkeypatch.setattr(bench, "OFFICIAL_ROUNDS", {"pfedme_mnist": 2, "pfedme_synthetic": 2})
     bench.main(["--official"])
@@ -42,3 +52,7 @@ def test_official_mode_times_every_row_and_prints_the_ratios(monkeypatch, capsys
         ratios = [float(v.rstrip("x")) for v in cells[5].split(" / ")]
         assert ours[0] >= ours[1] > 0  # a round with its evaluation takes at least the round
         assert ratios == pytest.approx([with_eval / ours[0], without / ours[1]], rel=0.06, abs=0.06)
+        every = float(cells[6])  # every model the run reports: at least the official code's models
+        assert every >= ours[1] and float(cells[7].rstrip("x")) == pytest.approx(
+            with_eval / every, rel=0.06, abs=0.06
+        )

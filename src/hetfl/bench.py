@@ -13,8 +13,10 @@ each and the ratio.
 FedAvg, Per-FedAvg) at the official code's settings, the runs of ``pfedme_mnist`` and ``pfedme_synthetic``
 with ``sampling: sequential``, ``client_weights: samples``, pFedMe's ``inner_l2: 0.001`` and evaluation
 every round (the official code evaluates every round: ``serverpFedMe.train``); per-round medians of the
-round alone and of the round plus its evaluation, printed beside the official code's seconds per round
-measured on this project's machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`).
+round alone, of the round plus the evaluation of the models the official code evaluates (equal work:
+:data:`OFFICIAL_MODELS`, the run setting ``eval_models``) and of the round plus the evaluation of every
+model hetfl reports, printed beside the official code's seconds per round measured on this project's
+machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`).
 A benchmark, not a test: the numbers depend on the machine.
 """
 
@@ -67,7 +69,10 @@ def _algorithm(study, label: str, seed: int, device: torch.device):
     fed = Federation.from_partition(dataset, partition, model, device, getattr(torch, spec["dtype"]))
     cls = get_algorithm(spec["algorithm"])
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], label)
-    return cls(fed, hp, seed, spec["sampling"]), fed, spec
+    algorithm = cls(fed, hp, seed, spec["sampling"])
+    if spec.get("eval_models") is not None:  # as hetfl.train.build
+        algorithm.evaluated = tuple(spec["eval_models"])
+    return algorithm, fed, spec
 
 
 def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -> dict:
@@ -110,11 +115,19 @@ repository."""
 
 OFFICIAL_ROUNDS = {"pfedme_mnist": 100, "pfedme_synthetic": 50}
 
+OFFICIAL_MODELS = {"pfedme": ["global", "local"], "perfedavg": ["personal"]}
+"""The models the official code evaluates every round, as ``eval_models`` (FedAvg: its global model, which
+is also its ``personal``): pFedMe's ``evaluate`` (w_t) and ``evaluate_personalized_model`` (w_{i,R}, our
+``local``: docs/papers/pfedme.md §2.4); Per-FedAvg's ``evaluate_one_step`` only (its one-step model, our
+``personal``)."""
 
-def official_config(config: dict) -> dict:
+
+def official_config(config: dict, equal_work: bool = False) -> dict:
     """``config`` with the official code's settings on the studies of :data:`OFFICIAL`: ``sampling:
     sequential``, evaluation every round, :data:`OFFICIAL_ROUNDS`, ``client_weights: samples`` on each
-    timed run and pFedMe's ``inner_l2: 0.001`` (docs/papers/pfedme.md §5)."""
+    timed run and pFedMe's ``inner_l2: 0.001`` (docs/papers/pfedme.md §5); with ``equal_work``, each run
+    also evaluates only the models the official code does (:data:`OFFICIAL_MODELS`), and the studies'
+    figures, claims and paper numbers are dropped (they refer to the others)."""
     out = json.loads(json.dumps(config))
     for (name, label), _ in OFFICIAL.items():
         study = out["studies"][name]
@@ -123,40 +136,58 @@ def official_config(config: dict) -> dict:
         run["client_weights"] = "samples"
         if run["algorithm"] == "pfedme":
             run["inner_l2"] = 0.001
+        if equal_work:
+            study.update(figures=[], claims=[], paper={})
+            if run["algorithm"] in OFFICIAL_MODELS:
+                run["eval_models"] = OFFICIAL_MODELS[run["algorithm"]]
     return out
 
 
 def bench_official(config: dict, seed: int, device: torch.device) -> list[dict]:
-    """Per-round medians, seconds, of each row of :data:`OFFICIAL`: the round alone and the round with its
-    evaluation, over the study's rounds after one warm-up round (evaluation of round 0 included there)."""
-    suite = build_suite(official_config(config))
+    """Per-round medians, seconds, of each row of :data:`OFFICIAL`: the round alone and the round with the
+    evaluation of the official code's models (:data:`OFFICIAL_MODELS`: equal work), then, in a second run
+    of the same rounds, the round with the evaluation of every model the run reports; over the study's
+    rounds after one warm-up round. Each run evaluates once a round (an algorithm may cache what its
+    evaluation computes within a round, e.g. Per-FedAvg's adapted models)."""
+    suite = build_suite(official_config(config, equal_work=True))
     rows = []
     for (name, label), (official_eval, official_train) in OFFICIAL.items():
         study = suite.studies[name]
-        algorithm, fed, _ = _algorithm(study, label, seed, device)
-        rounds = study.rounds
-        schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, rounds, seed)
-        train, evaluate = [], []
-        algorithm.evaluate()
-        for t in range(1, rounds + 1):
-            start = time.perf_counter()
-            algorithm.round(t, schedule[t - 1])
-            _sync(device)
-            middle = time.perf_counter()
-            algorithm.evaluate()
-            _sync(device)
-            train.append(middle - start)
-            evaluate.append(time.perf_counter() - middle)
-        train, both = _median(train[1:]), _median([a + b for a, b in zip(train, evaluate, strict=True)][1:])
+        train, equal = _timed_rounds(study, label, seed, device, every_model=False)
+        _, every = _timed_rounds(study, label, seed, device, every_model=True)
         rows.append(
             {
-                "data": name, "run": label, "rounds": rounds,
+                "data": name, "run": label, "rounds": study.rounds,
                 "official_eval_s": official_eval, "official_train_s": official_train,
-                "hetfl_eval_s": both, "hetfl_train_s": train,
-                "ratio_eval": official_eval / both, "ratio_train": official_train / train,
+                "hetfl_eval_s": equal, "hetfl_every_s": every, "hetfl_train_s": train,
+                "ratio_eval": official_eval / equal, "ratio_every": official_eval / every,
+                "ratio_train": official_train / train,
             }
         )  # fmt: skip
     return rows
+
+
+def _timed_rounds(
+    study, label: str, seed: int, device: torch.device, every_model: bool
+) -> tuple[float, float]:
+    """Median seconds of a round, and of a round with its evaluation (the run's ``eval_models``, or every
+    model with ``every_model``), over ``study.rounds`` rounds after the first."""
+    algorithm, fed, _ = _algorithm(study, label, seed, device)
+    if every_model:
+        algorithm.evaluated = None
+    schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, study.rounds, seed)
+    train, both = [], []
+    algorithm.evaluate()
+    for t in range(1, study.rounds + 1):
+        start = time.perf_counter()
+        algorithm.round(t, schedule[t - 1])
+        _sync(device)
+        middle = time.perf_counter()
+        algorithm.evaluate()
+        _sync(device)
+        train.append(middle - start)
+        both.append(time.perf_counter() - start)
+    return _median(train[1:]), _median(both[1:])
 
 
 def _median(values: list[float]) -> float:
@@ -170,14 +201,17 @@ def _sync(device: torch.device) -> None:
 
 def print_official(rows: list[dict]) -> None:
     print("seconds per round, with evaluation / without; official: the official pFedMe code measured on this")
-    print("project's machine type (2-core AMD EPYC, one thread, idle); hetfl: measured now, on this machine")
-    print("| data | algorithm | rounds | official | hetfl | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("project's machine type (2-core AMD EPYC, one thread, idle); hetfl: measured now, on this machine,")
+    print(
+        "evaluating the official code's models (equal work); last column: hetfl evaluating every model it reports"
+    )
+    print("| data | algorithm | rounds | official | hetfl | ratio | hetfl, every model | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['data']} | {r['run']} | {r['rounds']} | {r['official_eval_s']:.3f} / {r['official_train_s']:.3f} "
             f"| {r['hetfl_eval_s']:.4f} / {r['hetfl_train_s']:.4f} "
-            f"| {r['ratio_eval']:.1f}x / {r['ratio_train']:.1f}x |"
+            f"| {r['ratio_eval']:.1f}x / {r['ratio_train']:.1f}x | {r['hetfl_every_s']:.4f} | {r['ratio_every']:.1f}x |"
         )
 
 

@@ -34,7 +34,7 @@ from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
-from hetfl.metrics import validation_names
+from hetfl.metrics import metric_names, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
@@ -55,6 +55,7 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "rounds": None,  # None: the study's rounds
     "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
     "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory); see budget_changes_results
+    "eval_models": None,  # the models a run on client data scores (a subset of its algorithm's); None: all
 }
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
@@ -92,7 +93,7 @@ class RunSpec:
         settings = {
             k: v
             for k, v in self.settings.items()
-            if not (k == "init_from" and v is None)
+            if not (k in ("init_from", "eval_models") and v is None)
             and (k != "memory_budget" or budget_changes_results(self.settings))
         }
         return {
@@ -303,7 +304,35 @@ def resolve_run(
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
     names = [m for m in cls.metric_names() if task != "regression" or "_acc_" not in m]  # no accuracy
+    if settings["eval_models"] is not None:
+        names = _evaluated_metrics(cls, settings, names, environment, key)
     return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
+
+
+def _evaluated_metrics(
+    cls, settings: dict[str, Any], names: list[str], environment: str, key: str
+) -> list[str]:
+    """``names`` less the metrics of the models ``eval_models`` leaves out; ``eval_models`` in the algorithm's order.
+
+    Raises:
+        ConfigError: ``{key}.eval_models`` on a generated problem, not a non-empty list of the algorithm's
+            models, or missing a model the algorithm's own metrics are computed from (``evaluate_needs``).
+    """
+    where, chosen = f"{key}.eval_models", settings["eval_models"]
+    if environment != FEDERATION:
+        raise ConfigError(where, "only runs on client data (dataset, partition, model) choose their models")
+    models = cls.models
+    if not isinstance(chosen, list) or not chosen or not all(isinstance(m, str) for m in chosen):
+        raise ConfigError(where, f"expected a non-empty list of model names, got {chosen!r}", allowed=models)
+    for model in chosen:
+        if model not in models:
+            raise ConfigError(where, f"{cls.name} has no model {model!r}", allowed=models)
+    for model in cls.evaluate_needs:
+        if model not in chosen:
+            raise ConfigError(where, f"{cls.name} computes its own metrics from the {model!r} model: keep it")
+    settings["eval_models"] = [m for m in models if m in chosen]
+    dropped = set(metric_names(tuple(m for m in models if m not in chosen)))
+    return [m for m in names if m not in dropped]
 
 
 @contextlib.contextmanager

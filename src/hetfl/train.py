@@ -117,6 +117,8 @@ def build(
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
     algorithm = cls(env, hp, seed, spec["sampling"])
     algorithm.rounds = spec["rounds"]  # T, for what depends on the run's length (a cosine schedule)
+    if spec.get("eval_models") is not None:  # the models it scores (hetfl.config: eval_models)
+        algorithm.evaluated = tuple(spec["eval_models"])
     return env, algorithm
 
 

@@ -123,6 +123,11 @@ class FederatedAlgorithm(Algorithm):
     """
 
     models: ClassVar[tuple[str, ...]]
+    evaluate_needs: ClassVar[tuple[str, ...]] = ()
+    """Models the algorithm's own metrics are computed from: a run's ``eval_models`` must keep them."""
+    evaluated: tuple[str, ...] | None = None
+    """The models ``evaluate`` scores (the run setting ``eval_models``, set by ``hetfl.train.build``): a
+    subset of ``models``; None: all of them. ``state_dict`` and ``finite`` always cover every model."""
 
     def __init__(self, fed: Federation, hp: Options, seed: int, sampling: str = "epoch"):
         super().__init__(fed, hp, seed, sampling)
@@ -211,10 +216,14 @@ class FederatedAlgorithm(Algorithm):
         """Model name -> params ``[1, ...]`` (shared) or ``[N, ...]`` (one per client); aliases allowed."""
 
     def evaluate(self) -> tuple[Rows, ClientRows]:
-        """Every model of ``eval_models`` on both splits of every client (``hetfl.metrics.evaluate_models``)."""
+        """Every model of ``eval_models`` (those of ``evaluated`` when set) on both splits of every client
+        (``hetfl.metrics.evaluate_models``)."""
         if self._evaluator is None:
             self._evaluator = Evaluator(self.fed)
-        return evaluate_models(self._evaluator, self.eval_models())
+        models = self.eval_models()
+        if self.evaluated is not None:
+            models = {name: params for name, params in models.items() if name in self.evaluated}
+        return evaluate_models(self._evaluator, models)
 
     def finite(self) -> bool:
         return all(all_finite(p) for p in self.eval_models().values())

@@ -16,6 +16,7 @@ Each client keeps its own cursor, so a client that does not train in a round res
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -48,13 +49,15 @@ class BatchSampler:
         self.batch_size = int(batch_size)
         self.mode = mode
         self.generator = generator
-        self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), self.sizes.cumsum(0)])
+        # The bookkeeping is numpy: a step's dozen index operations on C clients cost ~1 µs each in numpy,
+        # ~5-8 µs in torch (its dispatch), which was a sixth of a FedAvg round on mnist5k. The random draws
+        # stay torch's (the generator's stream).
+        self._sizes = self.sizes.numpy()
+        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)])
         # Flat array of per-client orders: client i's order lives in offsets[i]:offsets[i+1].
-        self.order = torch.arange(int(self.offsets[-1])) - torch.repeat_interleave(
-            self.offsets[:-1], self.sizes
-        )
-        self.cursor = torch.zeros(len(self.sizes), dtype=torch.long)
-        self._arange = torch.arange(self.batch_size)
+        self.order = np.arange(int(self._offsets[-1])) - np.repeat(self._offsets[:-1], self._sizes)
+        self.cursor = np.zeros(len(self._sizes), dtype=np.int64)
+        self._arange = np.arange(self.batch_size)
 
     def next(self, clients: Tensor) -> tuple[Tensor, Tensor]:
         """The next minibatch of each client in ``clients``.
@@ -64,40 +67,40 @@ class BatchSampler:
 
         Returns:
             ``(pos, mask)``: ``LongTensor[C, B]`` positions within each client's data (masked entries
-            point at a valid sample) and ``BoolTensor[C, B]``.
+            point at a valid sample) and ``BoolTensor[C, B]`` (CPU).
         """
-        clients = clients.cpu()
-        n = self.sizes[clients].unsqueeze(1)
+        clients = clients.cpu().numpy()
+        n = self._sizes[clients][:, None]
         if self.mode == "replacement":
             u = torch.rand(len(clients), self.batch_size, generator=self.generator, dtype=torch.float64)
-            pos = (u * n).long().clamp_(max=n - 1)
-            return pos, torch.ones_like(pos, dtype=torch.bool)
+            pos = np.minimum((u.numpy() * n).astype(np.int64), n - 1)
+            return torch.from_numpy(pos), torch.ones(pos.shape, dtype=torch.bool)
         cur = self.cursor[clients]
         if self.mode == "epoch":
             starting = clients[cur == 0]
             if len(starting):
                 self._shuffle(starting)
-        within = cur.unsqueeze(1) + self._arange
+        within = cur[:, None] + self._arange
         mask = within < n
-        pos = self.order[self.offsets[clients].unsqueeze(1) + torch.minimum(within, n - 1)]
+        pos = self.order[self._offsets[clients][:, None] + np.minimum(within, n - 1)]
         nxt = cur + self.batch_size
-        self.cursor[clients] = torch.where(nxt >= n.squeeze(1), 0, nxt)
-        return pos, mask
+        self.cursor[clients] = np.where(nxt >= n[:, 0], 0, nxt)
+        return torch.from_numpy(pos), torch.from_numpy(mask)
 
-    def _shuffle(self, clients: Tensor) -> None:
+    def _shuffle(self, clients: np.ndarray) -> None:
         """A new random order for each of ``clients`` (one ``randperm`` each, from the sampler's generator)."""
         for client in clients.tolist():
-            start = int(self.offsets[client])
-            n = int(self.sizes[client])
-            self.order[start : start + n] = torch.randperm(n, generator=self.generator)
+            start = int(self._offsets[client])
+            n = int(self._sizes[client])
+            self.order[start : start + n] = torch.randperm(n, generator=self.generator).numpy()
 
     def state_dict(self) -> dict[str, Tensor]:
-        """Cursor and orders (for checkpoints); the generator state is saved separately."""
-        return {"order": self.order.clone(), "cursor": self.cursor.clone()}
+        """Cursor and orders (for checkpoints; ``LongTensor``); the generator state is saved separately."""
+        return {"order": torch.from_numpy(self.order.copy()), "cursor": torch.from_numpy(self.cursor.copy())}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        self.order = state["order"].clone()
-        self.cursor = state["cursor"].clone()
+        self.order = state["order"].numpy().astype(np.int64, copy=True)
+        self.cursor = state["cursor"].numpy().astype(np.int64, copy=True)
 
 
 def eval_sampler(sizes: Tensor, batch_size: int, seed: int, t: int, mode: str = "epoch") -> BatchSampler:
@@ -129,6 +132,6 @@ def cycling_sampler(sizes: Tensor, batch_size: int, start_batch: int) -> BatchSa
     if start_batch < 0:
         raise ValueError(f"start_batch must be >= 0, got {start_batch}")
     sampler = BatchSampler(sizes, batch_size, torch.Generator(), "sequential")
-    batches = (sampler.sizes + sampler.batch_size - 1) // sampler.batch_size
+    batches = (sampler._sizes + sampler.batch_size - 1) // sampler.batch_size
     sampler.cursor = (start_batch % batches) * sampler.batch_size
     return sampler

@@ -244,6 +244,7 @@ class CollaborativeAlgorithm(FederatedAlgorithm):
     """
 
     models: ClassVar[tuple[str, ...]] = ("personal",)
+    evaluate_needs: ClassVar[tuple[str, ...]] = ("personal",)  # the log10 losses
     weighted: ClassVar[bool] = False
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
