@@ -40,7 +40,7 @@ def test_equal_work_evaluates_the_models_the_official_code_evaluates():
 
 def test_official_mode_times_every_row_and_prints_the_ratios(monkeypatch, capsys):
     monkeypatch.setattr(bench, "OFFICIAL_ROUNDS", {"pfedme_mnist": 2, "pfedme_synthetic": 2})
-    bench.main(["--official"])
+    bench.main(["--official", "--repeat", "2"])
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith("| pfedme_")]
     assert len(rows) == len(bench.OFFICIAL)
@@ -56,3 +56,9 @@ def test_official_mode_times_every_row_and_prints_the_ratios(monkeypatch, capsys
         assert every >= ours[1] and float(cells[7].rstrip("x")) == pytest.approx(
             with_eval / every, rel=0.06, abs=0.06
         )
+
+
+def test_repeat_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--official", "--repeat", "0"])
+    assert "--repeat must be a positive integer, got 0" in capsys.readouterr().err

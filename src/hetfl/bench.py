@@ -4,6 +4,7 @@ official pFedMe code at equal work.
     python -m hetfl.bench                       # FedAvg and pFedMe of the default study
     python -m hetfl.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
     python -m hetfl.bench --official            # the rows of the official-code table (README, speed)
+    python -m hetfl.bench --official --repeat 3 # the same, best of 3 passes
 
 Default mode: both implementations train the same study run on the same data, partition, seed,
 participation and minibatches, with one torch thread; evaluation is excluded. Prints rounds per second of
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -143,18 +145,27 @@ def official_config(config: dict, equal_work: bool = False) -> dict:
     return out
 
 
-def bench_official(config: dict, seed: int, device: torch.device) -> list[dict]:
+def bench_official(config: dict, seed: int, device: torch.device, repeat: int = 1) -> list[dict]:
     """Per-round medians, seconds, of each row of :data:`OFFICIAL`: the round alone and the round with the
     evaluation of the official code's models (:data:`OFFICIAL_MODELS`: equal work), then, in a second run
     of the same rounds, the round with the evaluation of every model the run reports; over the study's
     rounds after one warm-up round. Each run evaluates once a round (an algorithm may cache what its
-    evaluation computes within a round, e.g. Per-FedAvg's adapted models)."""
+    evaluation computes within a round, e.g. Per-FedAvg's adapted models). With ``repeat`` > 1 every row is
+    measured that many times (the rows in turn) and each figure is the smallest of its medians: the machine's
+    speed varies over minutes on shared hosts, and the fastest pass is the one least disturbed."""
     suite = build_suite(official_config(config, equal_work=True))
+    best: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeat):
+        for name, label in OFFICIAL:
+            study = suite.studies[name]
+            train, equal = _timed_rounds(study, label, seed, device, every_model=False)
+            every = _timed_rounds(study, label, seed, device, every_model=True)[1]
+            old = best.get((name, label), [math.inf] * 3)
+            best[name, label] = [min(a, b) for a, b in zip(old, (train, equal, every), strict=True)]
     rows = []
     for (name, label), (official_eval, official_train) in OFFICIAL.items():
         study = suite.studies[name]
-        train, equal = _timed_rounds(study, label, seed, device, every_model=False)
-        _, every = _timed_rounds(study, label, seed, device, every_model=True)
+        train, equal, every = best[name, label]
         rows.append(
             {
                 "data": name, "run": label, "rounds": study.rounds,
@@ -225,13 +236,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--official", action="store_true", help="the official-code rows (module docstring)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="--official: passes over the rows (best of them)"
+    )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be a positive integer, got {args.repeat}")
     torch.set_num_threads(args.threads)
     config = yaml.safe_load(Path(args.configfile).read_text())
     device = pick_device(args.device)
     if args.official:
         with threadpool_limits(limits=args.threads):
-            print_official(bench_official(config, args.seed, device))
+            print_official(bench_official(config, args.seed, device, args.repeat))
         return
     suite = build_suite(config)
     study = suite.studies[args.study]
