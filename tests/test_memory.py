@@ -18,10 +18,13 @@ import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
 from hetfl.config import ConfigError, build_suite
+from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.memory import (
+    EVAL_COPIES,
     MIB,
     activation_elements,
     budget_bytes,
+    evaluation_bytes,
     limit_rows,
     plan_memory,
     plan_rows,
@@ -153,6 +156,35 @@ def test_plan_memory_shrinks_rows_with_the_budget():
     assert tight.rows == 5 and tight.fits
     assert not plan_memory(fed, algorithm, big.resident_bytes, 4).fits
     json.dumps(tight.record())
+
+
+@pytest.mark.parametrize("sizes", [(5,) * 20, (1, 3, 40, 7), (200, 2)])
+def test_an_evaluation_call_takes_at_most_the_planned_samples(sizes):
+    fed = tiny_federation("dnn", sizes=sizes)
+    evaluator = Evaluator(fed, budget=24 * 30)  # small blocks: several calls per split
+    seen = []
+    forward = fed.model.forward
+    fed.model.forward = lambda params, x: seen.append(x.shape[0] * x.shape[1]) or forward(params, x)
+    per_client = fed.model.init(torch.Generator().manual_seed(0), fed.dtype, count=fed.num_clients)
+    for split in fed.splits:
+        evaluator.scores({k: v[:1] for k, v in per_client.items()}, split)  # a shared model
+        evaluator.scores(per_client, split)
+    assert max(seen) == evaluator.max_call_samples()
+    size = 8 if fed.dtype == torch.float64 else 4
+    samples = Evaluator(fed).max_call_samples()
+    assert evaluation_bytes(fed, size) == size * EVAL_COPIES * samples * activation_elements(fed.model)
+
+
+def test_the_plan_says_when_an_evaluation_call_does_not_fit():
+    fed = tiny_federation("dnn", sizes=(5,) * 20)
+    cls = get_algorithm("pfedme", environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
+    big = plan_memory(fed, algorithm, 1 << 30, 4)
+    assert big.eval_bytes > big.row_bytes and big.eval_fits
+    tight = plan_memory(fed, algorithm, big.resident_bytes + big.row_bytes, 4)
+    assert tight.fits and not tight.eval_fits  # the rows fit, an evaluation call would not
+    assert plan_memory(fed, algorithm, big.resident_bytes + big.eval_bytes, 4).eval_fits
+    assert tight.record()["eval_bytes"] == big.eval_bytes
 
 
 def _study(**changes):

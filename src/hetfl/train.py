@@ -211,6 +211,13 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
             f"{memory.resident_bytes / MIB:.0f} MiB: one client per call",
             file=log or sys.stderr,
         )
+    elif memory is not None and not memory.eval_fits:
+        print(
+            f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
+            f"{memory.resident_bytes / MIB:.0f} MiB plus an evaluation call's {memory.eval_bytes / MIB:.0f} MiB "
+            "(evaluation is never split: its blocks set its sums)",
+            file=log or sys.stderr,
+        )
     resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
     before_s = 0.0 if resumed is None else resumed.elapsed_s
     if resumed is not None:

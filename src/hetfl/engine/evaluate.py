@@ -56,6 +56,12 @@ class SplitScores:
         return float(self.loss_sum.sum()) / n, float(self.correct.sum()) / n if self.has_acc else float("nan")
 
 
+ACTIVATION_BUDGET = 1 << 22
+"""Elements of the largest activation one evaluation call may create (the default ``Evaluator`` budget): it
+sets the evaluation's chunk and block sizes, hence its per-client sums, so it is fixed, never derived from the
+machine or a ``memory_budget`` (results would then depend on them)."""
+
+
 class Evaluator:
     """Evaluates models on a federation's splits.
 
@@ -64,12 +70,25 @@ class Evaluator:
         budget: the largest activation (elements) one forward call may create; sets chunk/block sizes.
     """
 
-    def __init__(self, fed: Federation, budget: int = 1 << 22):
+    def __init__(self, fed: Federation, budget: int = ACTIVATION_BUDGET):
         self.fed = fed
         self.budget = budget
         per_sample = fed.model.sample_cost()
         self.chunk = max(1, budget // per_sample)
         self.block = max(1, budget // (per_sample * fed.num_clients))
+
+    def max_call_samples(self) -> int:
+        """The most samples one forward call of :meth:`scores` takes on any split: a shared model's chunk
+        (at most the split's samples), or one block of every client (padded to the block), whichever is
+        larger; the memory plan counts an evaluation's working set from it (``hetfl.engine.memory``)."""
+        out = 0
+        for name in self.fed.splits:
+            data: ClientSplit = getattr(self.fed, name)
+            largest = int(data.sizes.max())
+            out = max(
+                out, min(self.chunk, int(data.offsets[-1])), data.num_clients * min(self.block, largest)
+            )
+        return out
 
     @torch.no_grad()
     def scores(self, params: Params, split: str) -> SplitScores:

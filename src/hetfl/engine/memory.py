@@ -23,6 +23,10 @@ model copies), then for the row chunks of one call, each row costing
 ``GRADIENT_COPIES`` copies of its parameters. ``rows`` = what is left / ``row_bytes`` (None: no chunking,
 every client in one call). When the resident state alone exceeds the budget the run still goes on, one
 row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.plan`` says it before).
+An evaluation call needs ``EVAL_COPIES`` copies of the activations of the most samples it takes
+(:func:`evaluation_bytes`) on top of the resident state; evaluation is never split (its blocks set its
+per-client sums: ``hetfl.engine.evaluate.ACTIVATION_BUDGET``), so a budget below that is only reported
+(``eval_fits`` false in ``run.json``, and the log says so).
 """
 
 from __future__ import annotations
@@ -37,12 +41,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hetfl.engine.evaluate import Evaluator
+
 MIB = 1 << 20
 CPU_SHARE = 0.5  # the default budget on the CPU: this share of the machine's RAM
 CUDA_SHARE = 0.9  # the default budget on a GPU: this share of its free memory
 ACTIVATION_COPIES = 4  # per sample: the layers' outputs kept for backward, their gradients, the functional
 # activations (ReLU, pooling) that are no modules, temporaries
 GRADIENT_COPIES = 3  # per row of a call: the leaves, their gradients, the stitched output
+EVAL_COPIES = 2  # per sample of an evaluation call: its activations and the batched forward's working copies
+# (grouped convolutions' reshaped inputs, the losses); a CNN's evaluation measured 1.2x the activations
 TRANSIENT_COPIES = 2  # per trained client and round: its local model and its update (or optimizer buffer);
 # its minibatch and gradient are a call's, per row (``row_bytes``)
 
@@ -150,6 +158,9 @@ class MemoryPlan:
         budget_bytes: the budget. resident_bytes: data, state and a round's stacks (see the module docstring).
         row_bytes: working bytes of one client row in a call. rows: clients per batched call (None: all).
         fits: whether the resident bytes plus one row fit the budget.
+        eval_bytes: working bytes of one evaluation call (:func:`evaluation_bytes`); eval_fits: whether the
+            resident bytes plus those fit the budget (evaluation's calls are never split: see
+            ``hetfl.engine.evaluate.ACTIVATION_BUDGET``).
     """
 
     budget_bytes: int
@@ -157,6 +168,8 @@ class MemoryPlan:
     row_bytes: int
     rows: int | None
     fits: bool
+    eval_bytes: int = 0
+    eval_fits: bool = True
 
     def record(self) -> dict[str, Any]:
         """The plan, for ``run.json``."""
@@ -166,6 +179,8 @@ class MemoryPlan:
             "row_bytes": self.row_bytes,
             "rows_per_call": self.rows,
             "fits": self.fits,
+            "eval_bytes": self.eval_bytes,
+            "eval_fits": self.eval_fits,
         }
 
 
@@ -185,7 +200,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
     round (``clients_per_round``); their minibatches and gradients are counted per row of a call (local SGD
-    gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``).
+    gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``). An evaluation's working set
+    (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
     """
     model = fed.model
     size = torch.empty((), dtype=fed.dtype).element_size()
@@ -197,7 +213,16 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     resident = data + state + transient
     per_row = row_bytes(model, batch, size)
     rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)
-    return MemoryPlan(budget, resident, per_row, rows, fits)
+    evaluation = evaluation_bytes(fed, size)
+    return MemoryPlan(budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget)
+
+
+def evaluation_bytes(fed, element_size: int) -> int:
+    """Working bytes of one evaluation call (``hetfl.engine.evaluate.Evaluator``): ``EVAL_COPIES`` copies of
+    every activation of a sample (:func:`activation_elements`) for the most samples a call takes
+    (``Evaluator.max_call_samples``)."""
+    samples = Evaluator(fed).max_call_samples()
+    return int(element_size * EVAL_COPIES * samples * activation_elements(fed.model))
 
 
 def peak_rss_bytes() -> int:
