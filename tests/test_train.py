@@ -79,7 +79,9 @@ def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label
     assert whole["memory"]["rows_per_call"] is None and chunked["memory"]["rows_per_call"] == 2
     assert chunked["memory"]["fits"] and chunked["memory"]["budget_bytes"] == int(budget * mib)
     assert whole["memory"]["eval_fits"] and whole["memory"]["eval_bytes"] > 2.5 * whole["memory"]["row_bytes"]
-    assert not chunked["memory"]["eval_fits"]  # two rows fit, an evaluation call does not: reported, not split
+    assert not chunked["memory"][
+        "eval_fits"
+    ]  # two rows fit, an evaluation call does not: reported, not split
     assert chunked["memory"]["peak_rss_bytes"] >= chunked["memory"]["rss_before_bytes"] > 0
     for f in ("metrics", "client_metrics", "model"):
         assert getattr(a, f).read_bytes() == getattr(b, f).read_bytes(), f
