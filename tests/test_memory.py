@@ -84,6 +84,30 @@ def test_row_chunks_change_no_number(case, dtype):
         _assert_identical(_run(name, hp, sampling, make, dtype, rows), want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("model", ["mlr", "dnn"])
+@pytest.mark.parametrize("carry", [True, False], ids=["carried", "plain"])
+def test_pfedme_solves_its_rows_inner_problems_chunk_by_chunk_to_the_same_numbers(carry, model, dtype):
+    """pFedMe gathers and solves one row chunk's inner problems at a time (``engine.grad.row_batches``),
+    both inner solvers: the W·x carried across the K steps and the plain steps."""
+
+    def run(rows):
+        fed = tiny_federation(model, sizes=(7, 12, 3, 9, 5), dtype=dtype)
+        limit_rows(fed.model, rows)
+        cls = get_algorithm("pfedme", environment=FEDERATION)
+        hp = {"batch_size": 4, "K": 3, "local_steps": 2, "clients_per_round": 2}
+        algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "t"), 1)
+        algorithm.carry_input_product = carry
+        schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, 2, 1)
+        for t in (1, 2):
+            algorithm.round(t, schedule[t - 1])
+        return algorithm.evaluate(), algorithm.state_dict()
+
+    want = run(None)
+    for rows in (1, 2):
+        _assert_identical(run(rows), want)
+
+
 def test_row_chunks_of_a_cnn():
     name, _, hp, sampling, make = FEDERATION_CASES["fedavg-sampled-epoch"]
     want = _run(name, hp, sampling, make, torch.float64, None, model="cnn")

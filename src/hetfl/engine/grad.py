@@ -3,7 +3,7 @@ per-client Python loop."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -93,13 +93,8 @@ def local_sgd(
     keys = list(params) if keys is None else keys
     if not keys:
         return params
-    data = getattr(fed, split)
     for m in _working_rows(steps, len(clients)):
-        pos, mask = sampler.next(clients[:m])  # the first m rows' minibatches, drawn at once (chunks or not)
-        full = bool(mask.all())  # the whole step's: a chunk's loss takes the mask as the unchunked call would
-        for s in row_chunks(fed.model, m) or [slice(0, m)]:
-            x, y = data.gather(clients[s], pos[s])
-            batch = Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
+        for s, batch in row_batches(fed, sampler, clients[:m], split):  # the first m rows' minibatches
             rows = {k: v[s] for k, v in params.items()}  # views of the stack's rows s
             _, grads = client_grads(fed.model, rows, batch)
             if correction is not None:
@@ -110,6 +105,23 @@ def local_sgd(
             with torch.no_grad():
                 torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
     return params
+
+
+def row_batches(
+    fed: Federation, sampler: BatchSampler, clients: Tensor, split: str = "train"
+) -> Iterator[tuple[slice, Batch]]:
+    """The next minibatch of each of ``clients [C]``, drawn at once (one ``sampler.next``: the same draws
+    whatever the chunks), then gathered chunk by chunk under the model's row limit (``hetfl.engine.memory
+    .row_chunks``; one chunk, all C rows, without a limit): yields ``(rows, batch)``, ``rows`` a slice of
+    ``clients`` and ``batch`` its rows' ``x [r, B, ...]``, ``y``, ``mask``, so that one chunk's samples are
+    resident at a time. ``batch.full`` is the whole draw's: a chunk's loss takes the mask as the unchunked
+    call would."""
+    pos, mask = sampler.next(clients)
+    full = bool(mask.all())
+    data = getattr(fed, split)
+    for s in row_chunks(fed.model, len(clients)) or [slice(0, len(clients))]:
+        x, y = data.gather(clients[s], pos[s])
+        yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
 
 
 def _working_rows(steps: int | Tensor, rows: int) -> list[int]:

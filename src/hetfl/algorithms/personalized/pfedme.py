@@ -54,7 +54,7 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
-from hetfl.engine.grad import client_grads
+from hetfl.engine.grad import client_grads, row_batches
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.models.linalg import bmm
@@ -110,13 +110,16 @@ class PFedMe(FederatedAlgorithm):
         theta = clone(local)
         opt, lr = self.client_optimizer(local), self.lr_at(t)  # zero momentum: every round starts from w_t
         for _ in range(hp.local_steps):
-            batch = self.fed.batch(self.sampler, clients)  # one D_i for all K inner steps
             if hp.inner_init == "local":
                 theta = clone(local)
-            if self._carry_input_product(batch):
-                self._inner_steps_carried(theta, local, batch)
-            else:
-                self._inner_steps(theta, local, batch)
+            # one D_i for all K inner steps; under a memory budget the rows' inner problems are solved chunk
+            # by chunk (each row's numbers are the same), one chunk's minibatches resident at a time
+            for s, batch in row_batches(self.fed, self.sampler, clients):
+                rows_theta, rows_local = ({k: v[s] for k, v in p.items()} for p in (theta, local))  # views
+                if self._carry_input_product(batch):
+                    self._inner_steps_carried(rows_theta, rows_local, batch)
+                else:
+                    self._inner_steps(rows_theta, rows_local, batch)
             self._local_update(opt, local, theta, lr)
         return theta, local
 
