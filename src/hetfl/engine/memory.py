@@ -200,7 +200,7 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
     round (``clients_per_round``); their minibatches and gradients are counted per row of a call (local SGD
-    gathers and differentiates them chunk by chunk, ``hetfl.engine.grad``). An evaluation's working set
+    and pFedMe gather and differentiate them chunk by chunk, ``hetfl.engine.grad.row_batches``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
     """
     model = fed.model
