@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -137,6 +138,18 @@ def test_chunks_are_the_fewest_and_near_equal():
     assert row_chunks(fed.model, 8) is None
     limit_rows(fed.model, 3)
     assert [s.stop - s.start for s in row_chunks(fed.model, 10)] == [2, 3, 2, 3]
+
+
+def test_row_chunks_keep_groups_of_rows_whole():
+    """The collaborative family's N pairs (i, 0..N−1) of one model stay in one chunk."""
+    model = SimpleNamespace(max_rows=7)
+    assert [(s.start, s.stop) for s in row_chunks(model, 12, group=3)] == [(0, 6), (6, 12)]
+    assert row_chunks(model, 6, group=3) is None  # within the limit: one call
+    model.max_rows = 2  # a group larger than the limit is a chunk of its own
+    assert [(s.start, s.stop) for s in row_chunks(model, 9, group=3)] == [(0, 3), (3, 6), (6, 9)]
+    for group in (0, 4):
+        with pytest.raises(ValueError, match="group"):
+            row_chunks(model, 9, group=group)
 
 
 def test_plan_rows():

@@ -34,7 +34,6 @@ import torch
 import yaml
 from threadpoolctl import threadpool_limits
 
-from hetfl.algorithms import get_algorithm
 from hetfl.config import build_suite
 from hetfl.data import load_dataset, make_partition
 from hetfl.data.dataset import Dataset
@@ -42,7 +41,7 @@ from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
 from hetfl.reference import REFERENCES
-from hetfl.train import pick_device
+from hetfl.train import build_algorithm, pick_device
 
 
 def _dataset(study) -> Dataset:
@@ -69,11 +68,7 @@ def _algorithm(study, label: str, seed: int, device: torch.device):
     partition = make_partition(run.partition, dataset, run.partition_seed(seed))
     model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
     fed = Federation.from_partition(dataset, partition, model, device, getattr(torch, spec["dtype"]))
-    cls = get_algorithm(spec["algorithm"])
-    hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], label)
-    algorithm = cls(fed, hp, seed, spec["sampling"])
-    if spec.get("eval_models") is not None:  # as hetfl.train.build
-        algorithm.evaluated = tuple(spec["eval_models"])
+    algorithm = build_algorithm(spec, fed, seed)
     return algorithm, fed, spec
 
 

@@ -112,14 +112,22 @@ def build(
         if init is not None:  # init_from: the other run's final global model
             state = torch.load(init, map_location="cpu", weights_only=True)
             env.init_params = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("global/")}
+    return env, build_algorithm(spec, env, seed)
+
+
+def build_algorithm(spec: dict[str, Any], env, seed: int):
+    """The algorithm of ``spec`` on its built environment ``env`` (a ``Federation`` or a generated problem),
+    as a training job builds it: hyper-parameters checked (``ConfigError`` naming the run's key), ``rounds``
+    = the run's T (``spec["rounds"]``, for what depends on the run's length: a cosine schedule) and the
+    models it scores (``eval_models``, ``hetfl.config``)."""
     environment = spec["problem"]["name"] if "problem" in spec else "federation"
     cls = get_algorithm(spec["algorithm"], environment=environment)
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
     algorithm = cls(env, hp, seed, spec["sampling"])
-    algorithm.rounds = spec["rounds"]  # T, for what depends on the run's length (a cosine schedule)
-    if spec.get("eval_models") is not None:  # the models it scores (hetfl.config: eval_models)
+    algorithm.rounds = spec["rounds"]
+    if spec.get("eval_models") is not None:
         algorithm.evaluated = tuple(spec["eval_models"])
-    return env, algorithm
+    return algorithm
 
 
 def apply_memory_budget(

@@ -108,19 +108,38 @@ def local_sgd(
 
 
 def row_batches(
-    fed: Federation, sampler: BatchSampler, clients: Tensor, split: str = "train"
+    fed: Federation, sampler: BatchSampler, rows: Tensor, split: str = "train", group: int = 1
 ) -> Iterator[tuple[slice, Batch]]:
-    """The next minibatch of each of ``clients [C]``, drawn at once (one ``sampler.next``: the same draws
-    whatever the chunks), then gathered chunk by chunk under the model's row limit (``hetfl.engine.memory
-    .row_chunks``; one chunk, all C rows, without a limit): yields ``(rows, batch)``, ``rows`` a slice of
-    ``clients`` and ``batch`` its rows' ``x [r, B, ...]``, ``y``, ``mask``, so that one chunk's samples are
-    resident at a time. ``batch.full`` is the whole draw's: a chunk's loss takes the mask as the unchunked
-    call would."""
-    pos, mask = sampler.next(clients)
+    """The next minibatch of each of ``rows [C]`` (clients, or the pairs of a ``PairSampler``), drawn at once
+    (one ``sampler.next``: the same draws whatever the chunks), then gathered chunk by chunk
+    (:func:`gather_chunks`): yields ``(s, batch)``, ``s`` a slice of ``rows`` and ``batch`` its rows'
+    minibatches ``x [r, B, ...]``, ``y``, ``mask``, so that one chunk's samples are resident at a time.
+
+    Raises:
+        ValueError: ``group`` not dividing ``len(rows)``.
+    """
+    pos, mask = sampler.next(rows)
+    return gather_chunks(fed, sampler.owners(rows), pos, mask, split, group)
+
+
+def gather_chunks(
+    fed: Federation, owners: Tensor, pos: Tensor, mask: Tensor, split: str = "train", group: int = 1
+) -> Iterator[tuple[slice, Batch]]:
+    """Drawn minibatches gathered chunk by chunk under the model's row limit (``hetfl.engine.memory
+    .row_chunks``, whole groups of ``group`` consecutive rows; one chunk, all C rows, without a limit).
+
+    Args:
+        owners: ``LongTensor[C]``, the client whose ``split`` data row c draws from (``sampler.owners``).
+        pos, mask: ``[C, B]``, the draw (``sampler.next``).
+
+    Yields:
+        ``(s, batch)``: ``s`` a slice of the rows, ``batch`` its ``x [r, B, ...]``, ``y``, ``mask``;
+        ``batch.full`` is the whole draw's, so a chunk's loss takes the mask as the unchunked call would.
+    """
     full = bool(mask.all())
     data = getattr(fed, split)
-    for s in row_chunks(fed.model, len(clients)) or [slice(0, len(clients))]:
-        x, y = data.gather(clients[s], pos[s])
+    for s in row_chunks(fed.model, len(owners), group) or [slice(0, len(owners))]:
+        x, y = data.gather(owners[s], pos[s])
         yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
 
 

@@ -241,14 +241,25 @@ def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
     return {k: v[s] for k, v in tensors.items()}
 
 
-def row_chunks(model, rows: int) -> list[slice] | None:
+def row_chunks(model, rows: int, group: int = 1) -> list[slice] | None:
     """The row slices of a call on ``rows`` rows under ``model.max_rows`` (None: one call): the fewest
-    chunks of at most ``max_rows`` rows, of sizes as equal as they can be (10 rows under 8: 5 and 5)."""
+    chunks of at most ``max_rows`` rows, of sizes as equal as they can be (10 rows under 8: 5 and 5).
+
+    With ``group`` > 1 the rows come in groups of ``group`` consecutive rows that a chunk never splits (the
+    N pairs (i, 0..N−1) of one model in the collaborative family): chunks of whole groups, at most
+    ``max_rows // group`` groups each and never fewer than one group (which may exceed ``max_rows``).
+
+    Raises:
+        ValueError: ``group`` below 1 or not dividing ``rows``.
+    """
+    if group < 1 or rows % group:
+        raise ValueError(f"row_chunks: group must be >= 1 and divide the {rows} rows, got {group}")
     limit = getattr(model, "max_rows", None)  # a model never limited (limit_rows) has none
     if limit is None or rows <= limit:
         return None
-    count = -(-rows // limit)
-    edges = [rows * i // count for i in range(count + 1)]
+    groups = rows // group
+    count = -(-groups // max(1, limit // group))
+    edges = [group * (groups * i // count) for i in range(count + 1)]
     return [slice(a, b) for a, b in zip(edges, edges[1:], strict=False)]
 
 

@@ -59,6 +59,11 @@ class BatchSampler:
         self.cursor = np.zeros(len(self._sizes), dtype=np.int64)
         self._arange = np.arange(self.batch_size)
 
+    def owners(self, clients: Tensor) -> Tensor:
+        """The client whose data each of ``clients [C]`` draws from: itself (``PairSampler``: a pair's data
+        client)."""
+        return clients
+
     def next(self, clients: Tensor) -> tuple[Tensor, Tensor]:
         """The next minibatch of each client in ``clients``.
 

@@ -49,7 +49,7 @@ from hetfl.algorithms.collaborative.common import (
     repeat_rows,
     stacked_grads,
 )
-from hetfl.engine.federation import Batch
+from hetfl.engine.grad import row_batches
 from hetfl.errors import ConfigError
 
 
@@ -135,23 +135,16 @@ class AllForOne(AllForOneBase):
         """Fresh weights and ratios (both ``[N, N]``, float64) at the current models (Eq. 1, Definition 3).
 
         The N² batches are drawn at once (pair i·N + k: B^α_ik), then the gradients and the norms are
-        computed for the pairs of a chunk of clients i at a time: all N clients without a memory budget, else
-        as many as the model's row limit takes N pairs each (``hetfl.engine.memory``; at least one), so the
-        N²×D gradients are never resident at once under a budget. Each pair's numbers are the same.
+        computed for the pairs of a chunk of clients i at a time (``hetfl.engine.grad.row_batches`` with groups of
+        N pairs): all N clients without a memory budget, else as many as the model's row limit takes N pairs
+        each (at least one), so the N²×D gradients are never resident at once under a budget. Each pair's numbers are the same.
         """
         fed, n = self.fed, self.fed.num_clients
-        pos, mask = self.alpha_sampler.next(torch.arange(n * n))
-        full = bool(mask.all())
-        limit = getattr(fed.model, "max_rows", None)
-        step = n if limit is None else max(1, limit // n)
         z_own = torch.empty(n, dtype=torch.float64, device=fed.device)
         z_pair = torch.empty(n, n, dtype=torch.float64, device=fed.device)
-        for start in range(0, n, step):
-            clients = torch.arange(start, min(start + step, n))
-            pairs = slice(start * n, int(clients[-1] + 1) * n)
-            x, y = fed.train.gather(torch.arange(n).repeat(len(clients)), pos[pairs])  # client k's data
-            batch = Batch(x, y, mask[pairs].to(fed.device, non_blocking=True), full=full)
-            theta = {k: v[start : start + len(clients)] for k, v in self.theta.items()}
+        for s, batch in row_batches(fed, self.alpha_sampler, torch.arange(n * n), group=n):
+            clients = torch.arange(s.start // n, s.stop // n)  # models i of the pairs (i, 0..N−1) in s
+            theta = {k: v[clients[0] : clients[-1] + 1] for k, v in self.theta.items()}
             g = stacked_grads(fed.model, repeat_rows(theta, n), batch).double().reshape(len(clients), n, -1)
             own = g[torch.arange(len(clients)), clients]  # ĝ_ii [c, D]
             z_own[clients] = own.pow(2).sum(1)  # Z_i = ‖ĝ_ii‖²

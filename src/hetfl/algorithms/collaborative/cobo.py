@@ -34,11 +34,10 @@ from hetfl.algorithms.collaborative.common import (
     PairSampler,
     WeightEstimation,
     flatten,
-    pair_batch,
     stacked_grads,
     unflatten,
 )
-from hetfl.engine.grad import client_grads
+from hetfl.engine.grad import client_grads, row_batches
 from hetfl.engine.params import Params, broadcast
 
 
@@ -72,12 +71,17 @@ class CoBo(CollaborativeAlgorithm):
         self.alpha = torch.ones(n, n, dtype=torch.float64)
 
     def update_weights(self) -> None:
-        """w_ik ← clip(w_ik + γ_C ⟨∇f_i(z_ik), ∇f_k(z_ik)⟩, 0, 1) for all pairs at once."""
-        n = self.fed.num_clients
+        """w_ik ← clip(w_ik + γ_C ⟨∇f_i(z_ik), ∇f_k(z_ik)⟩, 0, 1) for all pairs at once (the N² batches drawn
+        at once, the midpoints built and differentiated N pairs of a model at a time under a memory budget,
+        ``hetfl.engine.grad.row_batches``)."""
+        fed, n = self.fed, self.fed.num_clients
         flat = flatten(self.theta)  # [N, D]
-        z = (flat.unsqueeze(1) + flat.unsqueeze(0)).reshape(n * n, -1) / 2  # z_ik, pair i·N + k
-        batch = pair_batch(self.fed, self.pair_sampler, torch.arange(n * n))  # pair (i, k): data of k
-        g = stacked_grads(self.fed.model, unflatten(z, self.theta), batch).double().reshape(n, n, -1)
+        g = torch.empty(n * n, flat.shape[1], dtype=torch.float64, device=fed.device)  # pair i·N + k
+        for s, batch in row_batches(fed, self.pair_sampler, torch.arange(n * n), group=n):  # data of k
+            models = flat[s.start // n : s.stop // n]  # θ_i of the pairs (i, 0..N−1) in s
+            z = (models.unsqueeze(1) + flat.unsqueeze(0)).reshape(s.stop - s.start, -1) / 2  # z_ik
+            g[s] = stacked_grads(fed.model, unflatten(z, self.theta), batch)
+        g = g.reshape(n, n, -1)
         inner = (g * g.transpose(0, 1)).sum(2)  # ⟨∇f_k(z_ik), ∇f_i(z_ki = z_ik)⟩
         w = (self.alpha + self.hp.gamma_c * inner.cpu()).clamp_(0.0, 1.0)
         w.fill_diagonal_(1.0)

@@ -85,19 +85,17 @@ class PairSampler(BatchSampler):
     The N² streams are those of a ``BatchSampler`` over N² virtual clients of sizes n_k (pair p = i·N + k),
     so each pair walks its own epochs of client k's data, as the per-(i, k) data iterators of the paper's
     code (docs/papers/all_for_one.md §2.7). ``next(pairs)`` returns positions within client
-    ``pairs % N``'s data.
+    ``pairs % N``'s data (``owners``); ``hetfl.engine.grad.row_batches(fed, sampler, pairs, group=N)`` draws
+    and gathers them, the N pairs of a model at a time under a memory budget.
     """
 
     def __init__(self, sizes: Tensor, batch_size: int, generator: torch.Generator, mode: str = "epoch"):
         self.num_clients = len(sizes)
         super().__init__(sizes.repeat(len(sizes)), batch_size, generator, mode)
 
-
-def pair_batch(fed: Federation, sampler: PairSampler, pairs: Tensor) -> Batch:
-    """The next minibatch of each pair in ``pairs [P]`` (client ``pairs % N``'s data): ``x [P, b, ...]``."""
-    pos, mask = sampler.next(pairs)
-    x, y = fed.train.gather(pairs % fed.num_clients, pos)
-    return Batch(x, y, mask.to(fed.device), full=bool(mask.all()))
+    def owners(self, clients: Tensor) -> Tensor:
+        """The data client k = p mod N of each pair p of ``clients [P]``."""
+        return clients % self.num_clients
 
 
 def stack_batch(batch: Batch, times: int) -> Batch:

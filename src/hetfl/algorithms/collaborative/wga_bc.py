@@ -31,12 +31,11 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
     PairSampler,
     flatten,
-    pair_batch,
     unflatten,
     weighted_grads,
 )
 from hetfl.engine.federation import Batch
-from hetfl.engine.grad import client_grads
+from hetfl.engine.grad import client_grads, gather_chunks
 from hetfl.engine.params import Params, broadcast
 from hetfl.engine.rng import generator
 from hetfl.errors import ConfigError
@@ -77,17 +76,26 @@ class WGABC(CollaborativeAlgorithm):
 
     def step(self, t: int) -> None:
         n, fed = self.fed.num_clients, self.fed
-        batch = pair_batch(fed, self.pair_sampler, torch.arange(n * n))  # B_ik for all pairs
-        b = batch.x.shape[1]
-        maskf = batch.mask.to(torch.float64)
-        weight = self.diff_weights.reshape(-1, 1).to(maskf.device) * maskf / maskf.sum(1, keepdim=True)
-        x = batch.x.reshape(n, n * b, *batch.x.shape[2:])  # row i: the batches of pairs (i, 0..N−1)
-        y = batch.y.reshape(n, n * b, *batch.y.shape[2:])
-        d = flatten(weighted_grads(fed.model, self.theta, x, y, weight.reshape(n, n * b)))  # d_i
+        pairs = torch.arange(n * n)
+        pos, mask = self.pair_sampler.next(pairs)  # B_ik for all pairs
         own = torch.arange(n) * (n + 1)  # pairs (i, i)
-        own_batch = Batch(batch.x[own], batch.y[own], batch.mask[own], full=bool(batch.mask[own].all()))
-        _, g_own = client_grads(fed.model, self.theta, own_batch)  # g_i(θ_i)
-        pseudo = flatten(g_own) + d - self.c  # g_i + d_i − c_i
+        own_full = bool(mask[own].all())
+        d = torch.empty_like(self.c)
+        g_own = torch.empty_like(self.c)
+        owners = self.pair_sampler.owners(pairs)
+        for s, batch in gather_chunks(fed, owners, pos, mask, group=n):  # the N pairs of models i in s
+            i = slice(s.start // n, s.stop // n)
+            theta = {k: v[i] for k, v in self.theta.items()}
+            c, b = i.stop - i.start, batch.x.shape[1]
+            maskf = batch.mask.to(torch.float64)
+            weight = self.diff_weights[i].reshape(-1, 1).to(maskf.device) * maskf / maskf.sum(1, keepdim=True)
+            x = batch.x.reshape(c, n * b, *batch.x.shape[2:])  # row i: the batches of pairs (i, 0..N−1)
+            y = batch.y.reshape(c, n * b, *batch.y.shape[2:])
+            d[i] = flatten(weighted_grads(fed.model, theta, x, y, weight.reshape(c, n * b)))  # d_i
+            mine = own[i] - s.start
+            own_batch = Batch(batch.x[mine], batch.y[mine], batch.mask[mine], full=own_full)
+            g_own[i] = flatten(client_grads(fed.model, theta, own_batch)[1])  # g_i(θ_i)
+        pseudo = g_own + d - self.c  # g_i + d_i − c_i
         self.c.mul_(1.0 - self.hp.beta).add_(d, alpha=self.hp.beta)  # c_i ← (1 − β) c_i + β d_i
         self.opt.step(self.theta, unflatten(pseudo, self.theta), self.lr_at(t))
 
