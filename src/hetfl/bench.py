@@ -5,6 +5,7 @@ official pFedMe code at equal work.
     python -m hetfl.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
     python -m hetfl.bench --official            # the rows of the official-code table (README, speed)
     python -m hetfl.bench --official --repeat 3 # the same, best of 3 passes
+    python -m hetfl.bench --official --official-code ~/pFedMe  # and time the official code now, same data
 
 Default mode: both implementations train the same study run on the same data, partition, seed,
 participation and minibatches, with one torch thread; evaluation is excluded. Prints rounds per second of
@@ -17,7 +18,9 @@ every round (the official code evaluates every round: ``serverpFedMe.train``); p
 round alone, of the round plus the evaluation of the models the official code evaluates (equal work:
 :data:`OFFICIAL_MODELS`, the run setting ``eval_models``) and of the round plus the evaluation of every
 model hetfl reports, printed beside the official code's seconds per round measured on this project's
-machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`).
+machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`), or, with ``--official-code`` (a checkout
+of the official repository), beside the official code timed in the same sitting on the same data
+(``hetfl.official_pfedme``): the only comparison that does not depend on the day's machine speed.
 A benchmark, not a test: the numbers depend on the machine.
 """
 
@@ -40,6 +43,7 @@ from hetfl.data.dataset import Dataset
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
+from hetfl.official_pfedme import DATASETS, export, official_arguments, time_rounds, workspace
 from hetfl.reference import REFERENCES
 from hetfl.train import build_algorithm, pick_device
 
@@ -140,30 +144,59 @@ def official_config(config: dict, equal_work: bool = False) -> dict:
     return out
 
 
-def bench_official(config: dict, seed: int, device: torch.device, repeat: int = 1) -> list[dict]:
+def bench_official(
+    config: dict,
+    seed: int,
+    device: torch.device,
+    repeat: int = 1,
+    official_code: Path | None = None,
+    official_rounds: int = 20,
+) -> list[dict]:
     """Per-round medians, seconds, of each row of :data:`OFFICIAL`: the round alone and the round with the
     evaluation of the official code's models (:data:`OFFICIAL_MODELS`: equal work), then, in a second run
     of the same rounds, the round with the evaluation of every model the run reports; over the study's
     rounds after one warm-up round. Each run evaluates once a round (an algorithm may cache what its
     evaluation computes within a round, e.g. Per-FedAvg's adapted models). With ``repeat`` > 1 every row is
     measured that many times (the rows in turn) and each figure is the smallest of its medians: the machine's
-    speed varies over minutes on shared hosts, and the fastest pass is the one least disturbed."""
+    speed varies over minutes on shared hosts, and the fastest pass is the one least disturbed.
+
+    With ``official_code`` (a checkout of the official pFedMe repository) the official code is timed too, in
+    the same passes, on the same data (``hetfl.official_pfedme``, ``official_rounds`` rounds after a warm-up),
+    and its figures replace :data:`OFFICIAL`'s (``official_measured`` True in the rows).
+
+    Raises:
+        FileNotFoundError: ``official_code`` is not a pFedMe checkout.
+        RuntimeError: the official code failed.
+    """
     suite = build_suite(official_config(config, equal_work=True))
     best: dict[tuple[str, str], list[float]] = {}
-    for _ in range(repeat):
-        for name, label in OFFICIAL:
-            study = suite.studies[name]
-            train, equal = _timed_rounds(study, label, seed, device, every_model=False)
-            every = _timed_rounds(study, label, seed, device, every_model=True)[1]
-            old = best.get((name, label), [math.inf] * 3)
-            best[name, label] = [min(a, b) for a, b in zip(old, (train, equal, every), strict=True)]
+    spaces = _official_workspaces(suite, seed, official_code) if official_code is not None else {}
+    try:
+        for _ in range(repeat):
+            for name, label in OFFICIAL:
+                study = suite.studies[name]
+                train, equal = _timed_rounds(study, label, seed, device, every_model=False)
+                every = _timed_rounds(study, label, seed, device, every_model=True)[1]
+                measured = OFFICIAL[name, label]
+                if official_code is not None:
+                    arguments = official_arguments(json.loads(study.run_json(label)))
+                    root = Path(spaces[name].name)
+                    measured = time_rounds(
+                        root, DATASETS[name], arguments, official_rounds, torch.get_num_threads()
+                    )
+                old = best.get((name, label), [math.inf] * 5)
+                now = (train, equal, every, *measured)
+                best[name, label] = [min(a, b) for a, b in zip(old, now, strict=True)]
+    finally:
+        for space in spaces.values():
+            space.cleanup()
     rows = []
-    for (name, label), (official_eval, official_train) in OFFICIAL.items():
+    for name, label in OFFICIAL:
         study = suite.studies[name]
-        train, equal, every = best[name, label]
+        train, equal, every, official_eval, official_train = best[name, label]
         rows.append(
             {
-                "data": name, "run": label, "rounds": study.rounds,
+                "data": name, "run": label, "rounds": study.rounds, "official_measured": official_code is not None,
                 "official_eval_s": official_eval, "official_train_s": official_train,
                 "hetfl_eval_s": equal, "hetfl_every_s": every, "hetfl_train_s": train,
                 "ratio_eval": official_eval / equal, "ratio_every": official_eval / every,
@@ -171,6 +204,23 @@ def bench_official(config: dict, seed: int, device: torch.device, repeat: int = 
             }
         )  # fmt: skip
     return rows
+
+
+def _official_workspaces(suite, seed: int, code: Path) -> dict:
+    """Per study of :data:`OFFICIAL`, a scratch directory with the official code linked and the study's
+    federation (that of its runs: one partition) exported in the official layout."""
+    spaces = {}
+    try:
+        for name in dict.fromkeys(study for study, _ in OFFICIAL):
+            spaces[name] = workspace(code)
+            label = next(run for study, run in OFFICIAL if study == name)
+            _, fed, _ = _algorithm(suite.studies[name], label, seed, torch.device("cpu"))
+            export(fed, Path(spaces[name].name), DATASETS[name])
+    except BaseException:
+        for space in spaces.values():
+            space.cleanup()
+        raise
+    return spaces
 
 
 def _timed_rounds(
@@ -206,8 +256,18 @@ def _sync(device: torch.device) -> None:
 
 
 def print_official(rows: list[dict]) -> None:
-    print("seconds per round, with evaluation / without; official: the official pFedMe code measured on this")
-    print("project's machine type (2-core AMD EPYC, one thread, idle); hetfl: measured now, on this machine,")
+    measured = rows and rows[0]["official_measured"]
+    if measured:
+        print(
+            "seconds per round, with evaluation / without; official: the official pFedMe code, measured now on"
+        )
+        print("this machine on the same data (--official-code); hetfl: measured now, on this machine,")
+    else:
+        print(
+            "seconds per round, with evaluation / without; official: the official pFedMe code measured on this"
+        )
+        print("project's machine type on an earlier day (2-core AMD EPYC, one thread, idle; --official-code")
+        print("measures it now); hetfl: measured now, on this machine,")
     print(
         "evaluating the official code's models (equal work); last column: hetfl evaluating every model it reports"
     )
@@ -234,15 +294,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="--official: passes over the rows (best of them)"
     )
+    parser.add_argument(
+        "--official-code", type=Path, help="--official: a pFedMe checkout, timed now on the same data"
+    )
+    parser.add_argument(
+        "--official-rounds", type=int, default=20, help="--official-code: its timed rounds per row"
+    )
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error(f"--repeat must be a positive integer, got {args.repeat}")
+    for key in ("repeat", "official_rounds"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')} must be a positive integer, got {getattr(args, key)}")
+    if args.official_code is not None and not args.official:
+        parser.error("--official-code needs --official")
     torch.set_num_threads(args.threads)
     config = yaml.safe_load(Path(args.configfile).read_text())
     device = pick_device(args.device)
     if args.official:
         with threadpool_limits(limits=args.threads):
-            print_official(bench_official(config, args.seed, device, args.repeat))
+            rows = bench_official(
+                config, args.seed, device, args.repeat, args.official_code, args.official_rounds
+            )
+        print_official(rows)
         return
     suite = build_suite(config)
     study = suite.studies[args.study]
