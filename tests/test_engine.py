@@ -113,10 +113,13 @@ def test_streams_are_distinct_and_deterministic():
         stream_seed(0, "noise")
 
 
+@pytest.mark.parametrize("layout", ["block-rows", "packed"])
 @pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
-def test_evaluator_matches_a_per_client_loop(model):
+def test_evaluator_matches_a_per_client_loop(model, layout):
     fed = tiny_federation(model, sizes=(30, 3, 17, 9), dtype=torch.float64)
     evaluator = Evaluator(fed, budget=40)  # tiny budget: several chunks and block-rows
+    if layout == "packed":  # rows of 4 samples of one client, 3 rows a call
+        evaluator.packing = lambda split: (4, 3)
     g = torch.Generator().manual_seed(1)
     personal = {
         k: v + 0.3 * torch.randn(fed.num_clients, *v.shape[1:], generator=g, dtype=v.dtype)
@@ -139,6 +142,20 @@ def test_evaluator_matches_a_per_client_loop(model):
                 assert scores.correct[i] == correct
     with pytest.raises(ValueError, match="leading dimension"):
         evaluator.scores({k: v[:2] for k, v in personal.items()}, "test")
+
+
+def test_per_client_models_are_packed_when_client_sizes_are_skewed():
+    """Block-rows pads every client's last block to the block size: with one large client and many small
+    ones most of a call is padding, and rows of b samples of one client cost less (``Evaluator.packing``);
+    with equal sizes block-rows pads nothing and copies no parameters, and is kept."""
+    skewed = tiny_federation("mlr", sizes=(600, *[7] * 30), sample_shape=(6,))
+    budget = 6 * 31 * 600  # block-rows: blocks of 600 samples, 31 x 600 a call for 810 samples
+    evaluator = Evaluator(skewed, budget=budget)
+    assert evaluator.packing("train") == (64, budget // (64 * 6))
+    assert evaluator.packing("train") is evaluator.packing("train")  # decided once per split
+    equal = tiny_federation("mlr", sizes=(64,) * 31, sample_shape=(6,))
+    assert Evaluator(equal, budget=budget).packing("train") is None
+    assert Evaluator(skewed, budget=6 * 63).packing("train") is None  # b = 64 samples do not fit
 
 
 @pytest.mark.parametrize("hidden", [(), (6,), (5, 4)])

@@ -195,10 +195,13 @@ def test_plan_memory_shrinks_rows_with_the_budget():
     json.dumps(tight.record())
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["block-rows", "packed"])
 @pytest.mark.parametrize("sizes", [(5,) * 20, (1, 3, 40, 7), (200, 2)])
-def test_an_evaluation_call_takes_at_most_the_planned_samples(sizes):
+def test_an_evaluation_call_takes_at_most_the_planned_samples(sizes, packed):
     fed = tiny_federation("dnn", sizes=sizes)
     evaluator = Evaluator(fed, budget=24 * 30)  # small blocks: several calls per split
+    if packed:  # per-client models in rows of 4 samples, 5 rows a call
+        evaluator.packing = lambda split: (4, 5)
     seen = []
     forward = fed.model.forward
     fed.model.forward = lambda params, x: seen.append(x.shape[0] * x.shape[1]) or forward(params, x)
