@@ -102,17 +102,20 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
 
 
 OFFICIAL = {  # seconds per round of the official pFedMe code (with / without its evaluation), 1 thread, idle
-    ("pfedme_mnist", "pfedme"): (0.642, 0.532),
-    ("pfedme_mnist", "fedavg"): (0.187, 0.118),
-    ("pfedme_mnist", "perfedavg"): (0.352, 0.259),
-    ("pfedme_synthetic", "pfedme"): (3.864, 2.574),
-    ("pfedme_synthetic", "fedavg"): (0.526, 0.062),
-    ("pfedme_synthetic", "perfedavg"): (0.749, 0.137),
+    ("pfedme_mnist", "pfedme"): (0.790, 0.748),
+    ("pfedme_mnist", "fedavg"): (0.066, 0.045),
+    ("pfedme_mnist", "perfedavg"): (0.122, 0.086),
+    ("pfedme_synthetic", "pfedme"): (4.270, 3.448),
+    ("pfedme_synthetic", "fedavg"): (0.428, 0.087),
+    ("pfedme_synthetic", "perfedavg"): (0.539, 0.165),
 }
-"""The official pFedMe code (github.com/CharlieDinh/pFedMe, ``main.py`` with the study's hyper-parameters) on
-the same data, seconds per round with its per-round evaluation / without it, measured on this project's
-machine type (2-core AMD EPYC, one thread, idle); the official code was run beside hetfl, outside this
-repository."""
+"""The official pFedMe code (github.com/CharlieDinh/pFedMe, master caf24b1, with the study's
+hyper-parameters) on the same data, seconds per round with its per-round evaluation / without it, timed
+by ``--official-code`` (``hetfl.official_pfedme``; per-round medians, best of 2 passes, torch 2.13 CPU)
+on this project's machine type (2-core AMD EPYC, one thread) on 2026-11-24, in the same sitting as the
+README's hetfl figures. An earlier day's figures for the same runs (0.642 / 0.532, 0.187 / 0.118,
+0.352 / 0.259, 3.864 / 2.574, 0.526 / 0.062, 0.749 / 0.137) had the official FedAvg and Per-FedAvg on
+mnist5k about 3x slower than measured here: prefer ``--official-code``, which times both the same day."""
 
 OFFICIAL_ROUNDS = {"pfedme_mnist": 100, "pfedme_synthetic": 50}
 
