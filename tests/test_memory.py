@@ -25,6 +25,7 @@ from hetfl.engine.memory import (
     MIB,
     activation_elements,
     budget_bytes,
+    cgroup_limit,
     evaluation_bytes,
     limit_rows,
     plan_memory,
@@ -40,14 +41,23 @@ ROUNDS = 3
 FEDERATION_CASES = {i: c for i, c in CASES.items() if c[1] == FEDERATION}
 
 
-def _run(name, hp, sampling, make, dtype, rows, model=None):
+def federation(make, dtype, model=None):
+    """The tiny federation of a checkpoint case (``make``: its builder), in ``dtype``, with two clusters."""
     fed = tiny_federation(model or make.model, split=make.split, dtype=dtype)
     fed.cluster = torch.tensor([0, 1, 0, 1])
-    if rows is not None:
-        limit_rows(fed.model, rows)
+    return fed
+
+
+def build(fed, name, hp, sampling):
+    """Algorithm ``name`` with hyper-parameters ``hp`` on ``fed``, seed 3, for ``ROUNDS`` rounds."""
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "test"), 3, sampling)
     algorithm.rounds = ROUNDS
+    return algorithm
+
+
+def train(fed, algorithm):
+    """``ROUNDS`` rounds, each evaluated: ``(evaluations, final state_dict)``."""
     schedule = participation_schedule(fed.num_clients, algorithm.clients_per_round, ROUNDS, 3)
     evaluations = []
     for t in range(1, ROUNDS + 1):
@@ -55,6 +65,13 @@ def _run(name, hp, sampling, make, dtype, rows, model=None):
         rows_, client_rows = algorithm.evaluate()
         evaluations.append([*rows_, *client_rows])
     return evaluations, algorithm.state_dict()
+
+
+def _run(name, hp, sampling, make, dtype, rows, model=None):
+    fed = federation(make, dtype, model)
+    if rows is not None:
+        limit_rows(fed.model, rows)
+    return train(fed, build(fed, name, hp, sampling))
 
 
 def _same(a: float, b: float) -> bool:
@@ -301,3 +318,21 @@ def test_a_float32_convolutional_run_keeps_its_budget_in_its_spec_and_auto_never
         memory, "default_budget_bytes", lambda device: dnn_plan.resident_bytes + 3 * dnn_plan.row_bytes
     )
     assert apply_memory_budget(dnn, algorithm, "auto", torch.device("cpu")).rows == 3
+
+
+def test_the_memory_limit_is_the_process_own_cgroup(tmp_path):
+    """A SLURM job's limit is on its own cgroup, not on the root one (cgroup v1 and v2)."""
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/slurm/uid_0/job_7/step_0\n1:cpu:/other\n")
+    job = tmp_path / "memory" / "slurm" / "uid_0" / "job_7"
+    job.mkdir(parents=True)
+    (job / "memory.limit_in_bytes").write_text("2147483648\n")
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1: no limit
+    assert cgroup_limit(str(proc), str(tmp_path)) == 2**31
+    proc.write_text("0::/system.slice/job.scope\n")
+    scope = tmp_path / "system.slice" / "job.scope"
+    scope.mkdir(parents=True)
+    (scope / "memory.max").write_text("max\n")  # v2: no limit on the scope, one on its parent
+    (tmp_path / "system.slice" / "memory.max").write_text("1073741824\n")
+    assert cgroup_limit(str(proc), str(tmp_path)) == 2**30
+    assert cgroup_limit(str(tmp_path / "absent"), str(tmp_path / "none")) is None

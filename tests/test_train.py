@@ -76,7 +76,15 @@ def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label
     resident = whole["memory"]["resident_bytes"] / mib
     budget = resident + 2.5 * whole["memory"]["row_bytes"] / mib  # two rows per call
     chunked, b = run(setup, label, 0, f"m-{label}-small", memory_budget=budget)
-    assert whole["memory"]["rows_per_call"] is None and chunked["memory"]["rows_per_call"] == 2
+    # within the small budget pFedMe's per-client stacks (θ̃_i, w_{i,R}) go to a memory-mapped file
+    # (hetfl.engine.state) and leave the resident bytes; FedAvg has none: two rows per call
+    state, memory = chunked["memory"]["client_state"], chunked["memory"]
+    assert (state["mmap_bytes"] > 0) == (label == "pfedme") and state["host_bytes"] == 0
+    assert whole["memory"]["client_state"]["mmap_bytes"] == 0
+    assert whole["memory"]["resident_bytes"] - memory["resident_bytes"] == state["mmap_bytes"]
+    left = memory["budget_bytes"] - memory["resident_bytes"]
+    assert whole["memory"]["rows_per_call"] is None and memory["rows_per_call"] == left // memory["row_bytes"]
+    assert memory["rows_per_call"] == 2 if label == "fedavg" else memory["rows_per_call"] > 2
     assert chunked["memory"]["fits"] and chunked["memory"]["budget_bytes"] == int(budget * mib)
     assert whole["memory"]["eval_fits"] and whole["memory"]["eval_bytes"] > 2.5 * whole["memory"]["row_bytes"]
     assert not chunked["memory"][

@@ -29,9 +29,18 @@ from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 from hetfl.engine.federation import Federation
-from hetfl.engine.memory import MIB, MemoryPlan, budget_bytes, limit_rows, peak_rss_bytes, plan_memory
+from hetfl.engine.memory import (
+    MIB,
+    MemoryPlan,
+    budget_bytes,
+    data_bytes,
+    limit_rows,
+    peak_rss_bytes,
+    plan_memory,
+)
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
+from hetfl.engine.state import ClientStates
 from hetfl.models import build_model
 from hetfl.problems import build_problem
 from hetfl.records import MetricsWriter, write_json
@@ -93,11 +102,15 @@ def build(
     partition: Path | str | None,
     device: torch.device,
     init: Path | str | None = None,
+    budget: int | None = None,
 ):
     """Build the environment (a federation from the data and partition files, or a generated problem)
     and the algorithm of ``spec``.
 
         init: the ``final.pt`` of the run this one starts from (``init_from``), or None.
+        budget: the run's memory budget in bytes (``hetfl.engine.memory.budget_bytes``), within which the
+            algorithm's per-client state stacks are placed on or off the device (``hetfl.engine.state``);
+            None: all on the device.
 
     Returns:
         ``(environment, algorithm)``; the algorithm's ``rounds`` is the run's T (``spec["rounds"]``).
@@ -112,6 +125,8 @@ def build(
         if init is not None:  # init_from: the other run's final global model
             state = torch.load(init, map_location="cpu", weights_only=True)
             env.init_params = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("global/")}
+        if budget is not None:
+            env.states = ClientStates(device, budget, reserved=data_bytes(env))
     return env, build_algorithm(spec, env, seed)
 
 
@@ -208,11 +223,10 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     device = pick_device(spec["device"])
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
-    env, algorithm = build(spec, seed, data, partition, device, init)
     in_spec = "memory_budget" in spec  # a budget its results depend on (hetfl.config.budget_changes_results)
-    memory = apply_memory_budget(
-        env, algorithm, spec["memory_budget"] if in_spec else memory_budget, device, split_inexact=in_spec
-    )
+    budget = spec["memory_budget"] if in_spec else memory_budget
+    env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device))
+    memory = apply_memory_budget(env, algorithm, budget, device, split_inexact=in_spec)
     if memory is not None and not memory.fits:
         print(
             f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
@@ -288,6 +302,7 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "memory": {
             **(memory.record() if memory is not None else {}),
+            **({"client_state": env.states.record()} if isinstance(env, Federation) else {}),
             "rss_before_bytes": rss_before,  # the process's peak RSS before the run's data (Python, torch)
             "peak_rss_bytes": peak_rss_bytes(),
         },

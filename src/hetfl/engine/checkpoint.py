@@ -160,5 +160,29 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
         state = _Unpickler(io.BytesIO(record["state"]), objects).load()
     except Exception:  # e.g. the rebuilt environment lacks an object it refers to: start afresh
         return None
+    _restore_in_place(vars(algorithm), state, getattr(algorithm.env, "states", None))
     vars(algorithm).update(state)
     return Resumed(record["round"], record["metrics"], record["client_metrics"], record["elapsed_s"])
+
+
+def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: Any) -> None:
+    """Per-client stacks the fresh algorithm placed off the device (``hetfl.engine.state``: host memory, a
+    memory-mapped file) take the checkpoint's values in place, so that a resumed run keeps their placement
+    (the loaded copies are in RAM); ``loaded`` is changed to refer to them."""
+    if states is None:
+        return
+    for name, new in loaded.items():
+        old = current.get(name)
+        if not (isinstance(old, dict) and isinstance(new, dict) and old and old.keys() == new.keys()):
+            continue
+        pairs = [(old[k], new[k]) for k in old]
+        if all(
+            isinstance(o, torch.Tensor)
+            and isinstance(n, torch.Tensor)
+            and states.is_off(o)
+            and o.shape == n.shape
+            for o, n in pairs
+        ):
+            for o, n in pairs:
+                o.copy_(n)
+            loaded[name] = old

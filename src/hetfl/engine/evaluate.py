@@ -139,7 +139,9 @@ class Evaluator:
         federation has validation data) of every client.
 
         Args:
-            params: ``[1, ...]`` (one shared model) or ``[N, ...]`` (client i's model on client i's data).
+            params: ``[1, ...]`` (one shared model) or ``[N, ...]`` (client i's model on client i's data), on
+                the federation's device or, a per-client state placed in host memory (``hetfl.engine.state``),
+                copied there for the evaluation.
 
         Raises:
             ValueError: if the leading dimension is neither 1 nor N, or the split is unknown.
@@ -147,6 +149,7 @@ class Evaluator:
         if split not in self.fed.splits:
             raise ValueError(f"unknown split '{split}'; allowed: {', '.join(sorted(self.fed.splits))}")
         data: ClientSplit = getattr(self.fed, split)
+        params = {k: v.to(data.x.device) for k, v in params.items()}  # the same tensors on their device
         lead = next(iter(params.values())).shape[0]
         n = data.num_clients
         classify = self.fed.model.task == "classification"

@@ -19,6 +19,7 @@ from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
 from hetfl.data.transforms import apply_transform
 from hetfl.engine.sampler import BatchSampler
+from hetfl.engine.state import ClientStates
 from hetfl.models import BatchedModel
 
 
@@ -85,6 +86,8 @@ class Federation:
         weights: ``Tensor[N]`` (float64, CPU), train-sample share n_i / n of each client.
         init_params: a pretrained starting model ``dict[str, Tensor[1, ...]]`` (another run's final global
             model, the run option ``init_from``), or None: algorithms start from it instead of a fresh init.
+        states: where the algorithm's per-client state stacks go (``hetfl.engine.state.ClientStates``; all on
+            the device unless a training job sets a memory budget before it builds the algorithm).
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class Federation:
         self.cluster = cluster if cluster is not None else torch.zeros(self.num_clients, dtype=torch.long)
         self.weights = self.train.sizes.double() / self.train.sizes.sum()
         self.init_params: dict[str, Tensor] | None = None  # a pretrained start (a run's init_from), [1, ...]
+        self.states = ClientStates(self.device)
 
     @classmethod
     def from_partition(

@@ -58,24 +58,45 @@ TRANSIENT_COPIES = 2  # per trained client and round: its local model and its up
 def default_budget_bytes(device: torch.device) -> int:
     """The budget when the run sets none (``memory_budget: auto``): ``CUDA_SHARE`` of the GPU's free memory
     (``torch.cuda.mem_get_info``), or on the CPU ``CPU_SHARE`` of the machine's physical RAM or of the job's
-    memory limit, whichever is smaller (a SLURM job's cgroup, ``memory.max``)."""
+    memory limit, whichever is smaller (a SLURM job's cgroup: :func:`cgroup_limit`)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free * CUDA_SHARE)
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(min(ram, _cgroup_limit() or ram) * CPU_SHARE)
+    return int(min(ram, cgroup_limit() or ram) * CPU_SHARE)
 
 
-def _cgroup_limit() -> int | None:
-    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``), or None."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+def cgroup_limit(proc: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """The memory limit of this process's cgroup, in bytes, or None: the smallest ``memory.max`` (cgroup v2,
+    under ``root`` or ``root/unified``) or ``memory.limit_in_bytes`` (v1, under ``root/memory``) of the
+    process's own cgroup (``proc``: a SLURM job's step, e.g. ``/slurm/uid_0/job_12/step_0``) and every cgroup
+    above it, then of ``root`` itself (where a container's cgroup is mounted)."""
+    places: list[str] = []
+    try:
+        lines = open(proc).read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            tops = [(f"{root}{sub}", "memory.max") for sub in ("", "/unified")]
+        elif "memory" in controllers.split(","):
+            tops = [(f"{root}/memory", "memory.limit_in_bytes")]
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for top, name in tops:
+            places += [os.path.join(top, *parts[:i], name) for i in range(len(parts), 0, -1)]
+    places += [f"{root}/memory.max", f"{root}/memory/memory.limit_in_bytes"]
+    limits = []
+    for place in places:
         try:
-            text = open(path).read().strip()
+            text = open(place).read().strip()
         except OSError:
             continue
         if text.isdigit():
-            return int(text)
-    return None
+            limits.append(int(text))
+    return min(limits) if limits else None
 
 
 def is_budget(value: Any) -> bool:
@@ -129,13 +150,16 @@ def row_bytes(model, batch: int, element_size: int) -> int:
     return int(element_size * (ACTIVATION_COPIES * batch * acts + GRADIENT_COPIES * model.num_parameters()))
 
 
-def tensor_bytes(*objects: Any) -> int:
-    """Bytes of the distinct storages of every tensor in ``objects`` (nested dicts, lists, tuples, objects'
-    attributes one level down are not followed): views of one storage count once."""
+def tensor_bytes(*objects: Any, keep=None) -> int:
+    """Bytes of the distinct storages of every tensor in ``objects`` (nested dicts, lists, tuples; objects'
+    attributes are not followed): views of one storage count once. ``keep``: a test a tensor must pass to
+    count (None: all count)."""
     seen: dict[int, int] = {}
 
     def walk(obj: Any) -> None:
         if isinstance(obj, Tensor):
+            if keep is not None and not keep(obj):
+                return
             storage = obj.untyped_storage()
             seen[storage.data_ptr()] = storage.nbytes()
         elif isinstance(obj, dict):
@@ -184,6 +208,11 @@ class MemoryPlan:
         }
 
 
+def data_bytes(fed) -> int:
+    """Bytes of the federation's client data (every split's samples and targets)."""
+    return tensor_bytes([[getattr(fed, s).x, getattr(fed, s).y] for s in fed.splits])
+
+
 def plan_rows(budget: int, resident: int, per_row: int, clients: int) -> tuple[int | None, bool]:
     """``(rows, fits)``: the most rows a call may take within ``budget`` bytes after ``resident`` bytes
     (None: at least ``clients``, no chunking), at least 1; ``fits`` False when not even one row fits."""
@@ -197,7 +226,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     """The memory plan of ``algorithm`` on the federation ``fed`` within ``budget`` bytes, ``batch``
     samples per client and call (the run's ``batch_size``).
 
-    The resident bytes are measured (the federation's tensors and ``algorithm.state_dict()``) plus a
+    The resident bytes are measured (the federation's data, the tensors the algorithm holds and the models
+    it scores, on the device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
     round (``clients_per_round``); their minibatches and gradients are counted per row of a call (local SGD
     and pFedMe gather and differentiate them chunk by chunk, ``hetfl.engine.grad.row_batches``). An evaluation's working set
@@ -205,9 +235,9 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     """
     model = fed.model
     size = torch.empty((), dtype=fed.dtype).element_size()
-    splits = [getattr(fed, s) for s in fed.splits]
-    data = tensor_bytes([[s.x, s.y] for s in splits])
-    state = tensor_bytes(algorithm.state_dict())
+    data = data_bytes(fed)
+    on_device = lambda t: t.device == fed.device and not fed.states.is_off(t)  # noqa: E731
+    state = tensor_bytes(vars(algorithm), algorithm.eval_models(), keep=on_device)
     trained = int(algorithm.clients_per_round)
     transient = trained * size * TRANSIENT_COPIES * model.num_parameters()
     resident = data + state + transient

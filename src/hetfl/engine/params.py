@@ -13,10 +13,12 @@ def broadcast(params: Params, clients: int) -> Params:
     return {k: v.expand(clients, *v.shape[1:]).clone() for k, v in params.items()}
 
 
-def select(params: Params, index: Tensor) -> Params:
-    """Rows ``index [S]`` of per-client parameters: ``[S, ...]`` (a copy)."""
+def select(params: Params, index: Tensor, device: torch.device | None = None) -> Params:
+    """Rows ``index [S]`` of per-client parameters: ``[S, ...]`` (a copy), on ``device`` (None: where
+    ``params`` are; a per-client state placed off the device is read with the compute device here:
+    ``hetfl.engine.state``)."""
     index = index.to(next(iter(params.values())).device)
-    return {k: v.index_select(0, index) for k, v in params.items()}
+    return {k: v.index_select(0, index).to(device or v.device) for k, v in params.items()}
 
 
 def average(params: Params, weights: Tensor | None = None) -> Params:

@@ -37,7 +37,8 @@ from torch import Tensor
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import Correction
-from hetfl.engine.params import Params, broadcast, select
+from hetfl.engine.params import Params, select
+from hetfl.engine.state import put
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,12 +63,12 @@ class FedDyn(FedAvgLike):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.h = {k: torch.zeros_like(v) for k, v in self.w.items()}  # h^0 = 0, [1, ...]
-        self.grad = broadcast(self.h, fed.num_clients)  # ∇L_k(θ_k^0) = 0, [N, ...]
+        self.grad = fed.states.stack(self.h, fed.num_clients)  # ∇L_k(θ_k^0) = 0, [N, ...], placed
 
     def correction(self, clients: Tensor) -> Correction:
         """∇L_k(θ) − ∇L_k(θ_k^{t−1}) + α(θ − θ^{t−1}), the gradient of the local objective of Algorithm 1."""
         theta, alpha = self.w, self.hp.alpha  # θ^{t−1}, [1, ...]
-        linear = select(self.grad, clients)  # ∇L_k(θ_k^{t−1}), [S, ...]
+        linear = select(self.grad, clients, self.fed.device)  # ∇L_k(θ_k^{t−1}), [S, ...]
 
         def dynamic(params: Params, grads: Params, rows: slice) -> None:  # [r, ...] of the stack's rows
             with torch.no_grad():
@@ -79,14 +80,14 @@ class FedDyn(FedAvgLike):
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
         theta, alpha = self.w, self.hp.alpha  # θ^{t−1}, [1, ...]
-        linear = select(self.grad, clients)  # ∇L_k(θ_k^{t−1}), [S, ...]
+        linear = select(self.grad, clients, self.fed.device)  # ∇L_k(θ_k^{t−1}), [S, ...]
         local = self.local_training(t, clients, steps)  # θ_k^t, [S, ...]
         omega = self.population_weights()[clients].to(self.fed.device)  # [S]
         mean = self.aggregate(local, clients)  # (1/|P_t|) Σ_k θ_k^t, [1, ...]
         with torch.no_grad():
             for k, th in theta.items():
                 moved = local[k] - th  # θ_k^t − θ^{t−1}, [S, ...]
-                self.grad[k].index_copy_(0, clients.to(moved.device), linear[k] - alpha * moved)
+                put(self.grad, clients, {k: linear[k] - alpha * moved})
                 w = omega.to(moved.dtype).reshape(-1, *([1] * (moved.dim() - 1)))
                 self.h[k] = self.h[k] - alpha * (w * moved).sum(0, keepdim=True)  # h^t
         self.w = {k: mean[k] - self.h[k] / alpha for k in mean}  # θ^t = mean − h^t/α

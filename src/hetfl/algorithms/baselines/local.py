@@ -17,7 +17,7 @@ from torch import Tensor
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import LocalTraining
 from hetfl.engine.grad import local_sgd
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Local(FederatedAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = broadcast(self.initial_model(), fed.num_clients)
+        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
         self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the models are
 
     def round(self, t: int, sampled: Tensor) -> None:

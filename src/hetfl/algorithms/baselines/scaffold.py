@@ -40,6 +40,7 @@ from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.engine.grad import Correction, full_grads
 from hetfl.engine.params import Params, broadcast, select
+from hetfl.engine.state import put
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Scaffold(FedAvgLike):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.c = {k: torch.zeros_like(v) for k, v in self.w.items()}  # c, [1, ...]
-        self.c_i = broadcast(self.c, fed.num_clients)  # c_i, [N, ...]
+        self.c_i = fed.states.stack(self.c, fed.num_clients)  # c_i, [N, ...], placed (hetfl.engine.state)
 
     def correction(self, clients: Tensor) -> Correction:
         """g_i(y) − c_i + c (Algorithm 1, line 10) for the clients ``clients [S]``."""
@@ -75,13 +76,13 @@ class Scaffold(FedAvgLike):
 
     def drift(self, clients: Tensor) -> Params:
         """c − c_i of the clients ``clients [S]``: ``[S, ...]``."""
-        c_i = select(self.c_i, clients)
+        c_i = select(self.c_i, clients, self.fed.device)
         return {k: c - c_i[k] for k, c in self.c.items()}
 
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
         x, c = self.w, self.c
-        c_i, drift = select(self.c_i, clients), self.drift(clients)  # [S, ...]
+        c_i, drift = select(self.c_i, clients, self.fed.device), self.drift(clients)  # [S, ...]
         local = self.local_training(t, clients, steps)  # y_i, [S, ...] (lines 7-10)
         with torch.no_grad():
             if self.hp.control == "I":  # c_i⁺ = g_i(x)
@@ -95,7 +96,7 @@ class Scaffold(FedAvgLike):
             omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
             for k in c:
                 delta = new[k] - c_i[k]  # Δc_i, [S, ...]
-                self.c_i[k].index_copy_(0, clients.to(delta.device), new[k])
+                put(self.c_i, clients, {k: new[k]})
                 w = omega.to(delta.dtype).reshape(-1, *([1] * (delta.dim() - 1)))
                 self.c[k] = c[k] + (w * delta).sum(0, keepdim=True)  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
         self.w = self.server_step(x, self.aggregate(local, clients))  # x ← x + η_g Δx (line 16)

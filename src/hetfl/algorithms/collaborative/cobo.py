@@ -38,7 +38,7 @@ from hetfl.algorithms.collaborative.common import (
     unflatten,
 )
 from hetfl.engine.grad import client_grads, row_batches
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,7 @@ class CoBo(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
-        self.theta = broadcast(self.initial_model(), n)
+        self.theta = fed.states.stack(self.initial_model(), n, idle=False)
         self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         self.pair_sampler = PairSampler(fed.train.sizes, hp.b_alpha, self.rng, sampling)

@@ -31,7 +31,7 @@ from torch import Tensor
 from hetfl.algorithms.base import ClientRows, FederatedAlgorithm, Rows
 from hetfl.algorithms.hyperparameters import LocalTraining
 from hetfl.engine.federation import Batch, Federation
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
@@ -322,7 +322,7 @@ class AllForOneBase(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = broadcast(self.initial_model(), fed.num_clients)
+        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
         self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the paper's code
         self.update_sampler = PairSampler(
             fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling

@@ -30,7 +30,7 @@ from hetfl.algorithms.collaborative.common import (
     stack_batch,
 )
 from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +55,8 @@ class Ditto(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.w = self.initial_model()
-        self.local = broadcast(self.w, fed.num_clients)
-        self.v = broadcast(self.w, fed.num_clients)
+        self.local = fed.states.stack(self.w, fed.num_clients, idle=False)
+        self.v = fed.states.stack(self.w, fed.num_clients, idle=False)
         self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
         self.clients = fed.all_clients()
 

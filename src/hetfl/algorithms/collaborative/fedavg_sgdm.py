@@ -25,7 +25,7 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
 )
 from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,7 @@ class FedAvgSGDM(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.w = self.initial_model()
-        self.theta = broadcast(self.w, fed.num_clients)
+        self.theta = fed.states.stack(self.w, fed.num_clients, idle=False)
         self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         p = self.aggregation_weights(self.clients)

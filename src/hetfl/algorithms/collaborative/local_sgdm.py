@@ -19,7 +19,7 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
 )
 from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,7 @@ class LocalSGDM(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = broadcast(self.initial_model(), fed.num_clients)
+        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
         self.opt = self.client_optimizer(self.theta)
         self.clients = fed.all_clients()
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))

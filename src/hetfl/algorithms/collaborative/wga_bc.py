@@ -36,7 +36,7 @@ from hetfl.algorithms.collaborative.common import (
 )
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import client_grads, gather_chunks
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
 from hetfl.errors import ConfigError
 
@@ -65,7 +65,7 @@ class WGABC(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
-        self.theta = broadcast(self.initial_model(), n)
+        self.theta = fed.states.stack(self.initial_model(), n, idle=False)
         self.opt = self.client_optimizer(self.theta)
         self.pair_sampler = PairSampler(fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling)
         self.w = hp.weight if hp.weight is not None else 1.0 / n

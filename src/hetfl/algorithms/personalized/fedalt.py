@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.grad import local_sgd
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params, all_finite, broadcast
+from hetfl.engine.params import Params, all_finite, select
+from hetfl.engine.state import put
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,18 +60,14 @@ class StatefulPersonalization(PartialPersonalization):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.personal = broadcast(self.default_personal, fed.num_clients) if hp.stateful else None
-        self.personal_momentum = (
-            {k: torch.zeros_like(v) for k, v in self.personal.items()}
-            if hp.stateful and hp.momentum
-            else None
-        )
+        # [N, ...] stacks, placed by fed.states (hetfl.engine.state): off the device within a memory budget
+        self.personal = fed.states.stack(self.default_personal, fed.num_clients) if hp.stateful else None
+        self.personal_momentum = fed.states.zeros(self.personal) if hp.stateful and hp.momentum else None
 
     def personal_start(self, clients, generator) -> Params:
         if self.personal is None:
             return super().personal_start(clients, generator)
-        rows = clients.to(self.fed.device)
-        return {k: v.index_select(0, rows) for k, v in self.personal.items()}
+        return select(self.personal, clients, self.fed.device)
 
     def personal_optimizer(self, params: Params, sampled: Tensor, keys: list[str] | None = None):
         """The optimizer of the sampled clients' models ``params [S, ...]`` (over ``keys``, None: all): zero
@@ -79,20 +75,17 @@ class StatefulPersonalization(PartialPersonalization):
         round."""
         opt = self.client_optimizer(params, keys)
         if self.personal_momentum is not None:
-            rows = sampled.to(self.fed.device)
-            opt.load_state_dict({k: v.index_select(0, rows) for k, v in self.personal_momentum.items()})
+            opt.load_state_dict(select(self.personal_momentum, sampled, self.fed.device))
         return opt
 
     def keep(self, params: Params, sampled: Tensor, opt: ClientOptimizer) -> None:
         """Stateful clients keep their personal part, and its momentum buffers in ``opt``, for their next
         round."""
         if self.personal is not None:
-            rows = sampled.to(self.fed.device)
-            buffers = opt.state_dict()
-            for k in self.personal_keys:
-                self.personal[k][rows] = params[k]
-                if self.personal_momentum is not None:
-                    self.personal_momentum[k][rows] = buffers[k]
+            put(self.personal, sampled, {k: params[k] for k in self.personal_keys})
+            if self.personal_momentum is not None:
+                buffers = opt.state_dict()
+                put(self.personal_momentum, sampled, {k: buffers[k] for k in self.personal_keys})
 
     def finite(self) -> bool:
         return super().finite() and (self.personal is None or all_finite(self.personal))

@@ -57,6 +57,7 @@ from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads, row_batches
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
+from hetfl.engine.state import keep, put
 from hetfl.models.linalg import bmm
 
 
@@ -95,8 +96,9 @@ class PFedMe(FederatedAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.w = self.initial_model()
-        self.theta = broadcast(self.w, fed.num_clients)
-        self.local = broadcast(self.w, fed.num_clients)
+        idle = hp.train_clients != "all"  # [N, ...] stacks placed by fed.states (hetfl.engine.state)
+        self.theta = fed.states.stack(self.w, fed.num_clients, idle)
+        self.local = fed.states.stack(self.w, fed.num_clients, idle)
         self.carry_input_product: bool | None = None  # _inner_steps_carried: None where cheaper; True, False
 
     def _local_rounds(self, clients: Tensor, t: int) -> tuple[Params, Params]:
@@ -195,14 +197,13 @@ class PFedMe(FederatedAlgorithm):
     def round(self, t: int, sampled: Tensor) -> None:
         if self.hp.train_clients == "all":
             clients = self.fed.all_clients()
-            self.theta, self.local = self._local_rounds(clients, t)
-            uploaded = select(self.local, sampled)
+            theta, local = self._local_rounds(clients, t)
+            self.theta, self.local = keep(self.theta, theta), keep(self.local, local)
+            uploaded = select(self.local, sampled, self.fed.device)
         else:
             theta, uploaded = self._local_rounds(sampled, t)
-            rows = sampled.to(self.fed.device)
-            for k in self.theta:
-                self.theta[k][rows] = theta[k]
-                self.local[k][rows] = uploaded[k]
+            put(self.theta, sampled, theta)
+            put(self.local, sampled, uploaded)
         # w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
         self.w = lerp(self.w, self.aggregate(uploaded, sampled), self.hp.beta)
 
