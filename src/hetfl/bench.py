@@ -269,8 +269,12 @@ def print_official(rows: list[dict]) -> None:
         print(
             "seconds per round, with evaluation / without; official: the official pFedMe code measured on this"
         )
-        print("project's machine type on an earlier day (2-core AMD EPYC, one thread, idle; --official-code")
-        print("measures it now); hetfl: measured now, on this machine,")
+        print(
+            "project's machine type on 2026-11-24 (2-core AMD EPYC, one thread; --official-code measures it"
+        )
+        print(
+            "now, the only comparison independent of the day's machine speed); hetfl: measured now, on this machine,"
+        )
     print(
         "evaluating the official code's models (equal work); last column: hetfl evaluating every model it reports"
     )

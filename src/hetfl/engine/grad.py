@@ -107,6 +107,45 @@ def local_sgd(
     return params
 
 
+def drawn_grads(
+    fed: Federation,
+    sampler: BatchSampler,
+    clients: Tensor,
+    params_of: Callable[[slice], Params],
+    copies: int = 1,
+    split: str = "train",
+) -> Params:
+    """Gradients of ``copies`` models per client on the client's next minibatch: the minibatches of ``clients
+    [C]`` drawn at once (one ``sampler.next``), then gathered and differentiated chunk by chunk
+    (:func:`row_batches`), so that one chunk's minibatches are resident, not all C clients'.
+
+    The same numbers as ``client_grads(model, params, batch)`` on the whole draw, with ``params`` the
+    ``[copies·C, ...]`` models ordered copy-major (copy j of client c at row j·C + c) and each client's batch
+    repeated for its ``copies`` models (Ditto's w_k and v_k, APFL's w_k and v̄_k: one call).
+
+    Args:
+        params_of: ``s -> Params [copies·r, ...]``, the models of the chunk's clients ``clients[s]`` (r rows),
+            copy-major within the chunk.
+
+    Returns:
+        ``dict[str, Tensor[copies·C, ...]]``, copy-major.
+    """
+    c, out = len(clients), None
+    for s, batch in row_batches(fed, sampler, clients, split):
+        if copies > 1:
+            batch = Batch(*(torch.cat([a] * copies) for a in (batch.x, batch.y, batch.mask)), full=batch.full)
+        _, grads = client_grads(fed.model, params_of(s), batch)
+        r = s.stop - s.start
+        if r == c:  # one chunk: every row
+            return grads
+        if out is None:
+            out = {k: g.new_empty((copies * c, *g.shape[1:])) for k, g in grads.items()}
+        for k, g in grads.items():
+            for j in range(copies):
+                out[k][j * c + s.start : j * c + s.stop] = g[j * r : (j + 1) * r]
+    return out
+
+
 def row_batches(
     fed: Federation, sampler: BatchSampler, rows: Tensor, split: str = "train", group: int = 1
 ) -> Iterator[tuple[slice, Batch]]:

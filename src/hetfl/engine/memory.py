@@ -229,8 +229,9 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     The resident bytes are measured (the federation's data, the tensors the algorithm holds and the models
     it scores, on the device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
-    round (``clients_per_round``); their minibatches and gradients are counted per row of a call (local SGD
-    and pFedMe gather and differentiate them chunk by chunk, ``hetfl.engine.grad.row_batches``). An evaluation's working set
+    round (``clients_per_round``); their minibatches and gradients are counted per row of a call (every
+    algorithm on client data but the federated minimax ones gathers and differentiates them chunk by chunk:
+    ``hetfl.engine.grad.row_batches``, ``drawn_grads``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
     """
     model = fed.model

@@ -21,6 +21,11 @@ def select(params: Params, index: Tensor, device: torch.device | None = None) ->
     return {k: v.index_select(0, index).to(device or v.device) for k, v in params.items()}
 
 
+def rows(params: Params, s: slice) -> Params:
+    """Views of the rows ``s`` of per-client parameters ``[C, ...]``: ``[r, ...]`` (no copy)."""
+    return {k: v[s] for k, v in params.items()}
+
+
 def average(params: Params, weights: Tensor | None = None) -> Params:
     """Weighted mean over the client dimension, kept as ``[1, ...]``.
 

@@ -29,9 +29,9 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
     flatten,
-    stack_batch,
+    stacked_rows,
 )
-from hetfl.engine.grad import client_grads
+from hetfl.engine.grad import drawn_grads
 from hetfl.engine.params import Params
 from hetfl.errors import ConfigError
 
@@ -81,10 +81,11 @@ class APFL(CollaborativeAlgorithm):
 
     def step(self, t: int) -> None:
         n = self.fed.num_clients
-        batch = self.fed.batch(self.sampler, self.clients)
         mixed = self._mixture(self.local)  # v̄_k = α v_k + (1 − α) w_k
-        both = {k: torch.cat([self.local[k], mixed[k]]) for k in self.v}
-        _, grads = client_grads(self.fed.model, both, stack_batch(batch, 2))
+        # w_k then v̄_k of a chunk of clients in one call, on the same minibatch B_k: [2N, ...], copy-major
+        grads = drawn_grads(
+            self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, mixed, s), 2
+        )
         g_w = {k: g[:n] for k, g in grads.items()}
         g_bar = {k: g[n:] for k, g in grads.items()}  # ∇f_k(v̄_k; B_k)
         g_v = {k: g * _rows(self.mix, g) for k, g in g_bar.items()}  # ∇_v f_k(v̄_k) = α_k ∇f_k(v̄_k)

@@ -37,8 +37,8 @@ from hetfl.algorithms.collaborative.common import (
     stacked_grads,
     unflatten,
 )
-from hetfl.engine.grad import client_grads, row_batches
-from hetfl.engine.params import Params
+from hetfl.engine.grad import drawn_grads, row_batches
+from hetfl.engine.params import Params, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,7 @@ class CoBo(CollaborativeAlgorithm):
     def step(self, t: int) -> None:
         if self.iteration % self.hp.period() == 0:
             self.update_weights()
-        _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
+        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         w = self.alpha.clone().fill_diagonal_(0.0)
         laplacian = (torch.diag(w.sum(1)) - w).to(
             self.fed.device, self.fed.dtype

@@ -98,9 +98,10 @@ class PairSampler(BatchSampler):
         return clients % self.num_clients
 
 
-def stack_batch(batch: Batch, times: int) -> Batch:
-    """The batch of C rows stacked ``times`` times: ``[times·C, b, ...]`` (several models per client, same data)."""
-    return Batch(*(torch.cat([a] * times) for a in (batch.x, batch.y, batch.mask)), full=batch.full)
+def stacked_rows(first: Params, second: Params, s: slice) -> Params:
+    """Rows ``s`` of two per-client stacks ``[C, ...]``, one after the other: ``[2r, ...]`` (two models per
+    client in one call: Ditto's w_k and v_k, APFL's w_k and v̄_k)."""
+    return {k: torch.cat([first[k][s], second[k][s]]) for k in first}
 
 
 def repeat_rows(params: Params, times: int) -> Params:

@@ -27,9 +27,9 @@ import torch
 from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
-    stack_batch,
+    stacked_rows,
 )
-from hetfl.engine.grad import client_grads
+from hetfl.engine.grad import drawn_grads
 from hetfl.engine.params import Params
 
 
@@ -69,9 +69,10 @@ class Ditto(CollaborativeAlgorithm):
 
     def step(self, t: int) -> None:
         n = self.fed.num_clients
-        batch = self.fed.batch(self.sampler, self.clients)
-        both = {k: torch.cat([self.local[k], self.v[k]]) for k in self.v}  # [2N, ...]: w_k then v_k, one call
-        _, grads = client_grads(self.fed.model, both, stack_batch(batch, 2))
+        # w_k then v_k of a chunk of clients in one call, on the same minibatch B_k: grads [2N, ...], copy-major
+        grads = drawn_grads(
+            self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, self.v, s), 2
+        )
         g_w = {k: g[:n] for k, g in grads.items()}
         g_v = {k: g[n:].add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in grads.items()}
         self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)

@@ -24,8 +24,8 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
-from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params
+from hetfl.engine.grad import drawn_grads
+from hetfl.engine.params import Params, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ class FedAvgSGDM(CollaborativeAlgorithm):
         self.w = self.aggregate(self.theta, self.clients)  # w ← Σ_i p_i θ_i
 
     def step(self, t: int) -> None:
-        _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
+        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         self.opt.step(self.theta, grads, self.lr_at(t))
 
     def eval_models(self) -> dict[str, Params]:

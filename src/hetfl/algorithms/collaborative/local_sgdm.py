@@ -18,8 +18,8 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
-from hetfl.engine.grad import client_grads
-from hetfl.engine.params import Params
+from hetfl.engine.grad import drawn_grads
+from hetfl.engine.params import Params, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class LocalSGDM(CollaborativeAlgorithm):
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))
 
     def step(self, t: int) -> None:
-        _, grads = client_grads(self.fed.model, self.theta, self.fed.batch(self.sampler, self.clients))
+        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i)
 
     def eval_models(self) -> dict[str, Params]:

@@ -39,8 +39,8 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
-from hetfl.engine.grad import client_grads, local_sgd
-from hetfl.engine.params import Params
+from hetfl.engine.grad import client_grads, drawn_grads, local_sgd, row_batches
+from hetfl.engine.params import Params, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +94,7 @@ class FFGG(PartialPersonalization):
         opt_w = self.client_optimizer(params, self.personal_keys)  # stateless clients: zero momentum
         local_sgd(self.fed, self.sampler, params, sampled, hp.tau, lr_w, optimizer=opt_w)  # Alg. 2
         if hp.local_theta_steps == 0:  # Algorithm 1: one global gradient per client, server step γ_θ
-            _, grads = client_grads(model, params, self.fed.batch(self.sampler, sampled))
+            grads = drawn_grads(self.fed, self.sampler, sampled, lambda s: rows(params, s))
             delta = self.aggregate({k: grads[k] for k in self.global_keys}, sampled)
             if self.theta_opt.plain:
                 self.theta = {k: v - lr_theta * delta[k] for k, v in self.theta.items()}
@@ -103,11 +103,12 @@ class FFGG(PartialPersonalization):
             return
         opt_theta = self.client_optimizer(params, self.global_keys)  # θ_0 = θ^r: zero momentum
         for _ in range(hp.local_theta_steps):  # Algorithm 4: alternate w and θ steps
-            batch = self.fed.batch(self.sampler, sampled)
-            _, grads = client_grads(model, params, batch)
-            opt_w.step(params, grads, lr_w)  # w ← w − γ_w ∇_w f(θ_k, w)
-            _, grads = client_grads(model, params, batch)  # ∇_θ at (θ_k, w_{k+1})
-            opt_theta.step(params, grads, lr_theta)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
+            for s, batch in row_batches(self.fed, self.sampler, sampled):  # a chunk of clients at a time
+                part = rows(params, s)  # views
+                _, grads = client_grads(model, part, batch)
+                opt_w.step(part, grads, lr_w, s)  # w ← w − γ_w ∇_w f(θ_k, w)
+                _, grads = client_grads(model, part, batch)  # ∇_θ at (θ_k, w_{k+1})
+                opt_theta.step(part, grads, lr_theta, s)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
         self.server_step(params, sampled, hp.server_lr)
 
 

@@ -49,9 +49,9 @@ from torch import Tensor
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.federation import Batch
-from hetfl.engine.grad import client_grads, local_sgd
+from hetfl.engine.grad import client_grads, gather_chunks, local_sgd
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
 
 
@@ -99,26 +99,42 @@ class PerFedAvg(FederatedAlgorithm):
     def _grad(self, params: Params, batch: Batch) -> Params:
         return client_grads(self.fed.model, params, batch)[1]
 
-    def _descend(self, opt: ClientOptimizer, local: Params, grads: Params, lr: float) -> Params:
-        """w ← w − lr·g for every client: a step of the client optimizer ``opt`` (in place), or, when it is
-        plain SGD, w + (−lr)·g as a new dict (the arithmetic of the plain algorithm, to the bit)."""
-        return _shifted(local, grads, -lr) if opt.plain else opt.step(local, grads, lr)
+    def _descend(self, opt: ClientOptimizer, local: Params, grads: Params, lr: float, s: slice) -> Params:
+        """w ← w − lr·g for the rows ``s`` of the clients (``local``: views of them): a step of the client
+        optimizer ``opt`` (in place), or, when it is plain SGD, w + (−lr)·g as a new dict (the arithmetic of the
+        plain algorithm, to the bit)."""
+        return _shifted(local, grads, -lr) if opt.plain else opt.step(local, grads, lr, s)
 
     def _local_step(self, local: Params, sampled: Tensor, opt: ClientOptimizer, t: int) -> Params:
-        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``."""
-        hp, fed = self.hp, self.fed
-        d1, d2 = fed.batch(self.sampler, sampled), fed.batch(self.sampler, sampled)
+        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``:
+        ``local [S, ...]`` updated in place. The step's minibatches D, D' (and D'') are drawn for all the
+        clients at once, in that order, then gathered and used a chunk of clients at a time under a memory
+        budget (``hetfl.engine.grad.gather_chunks``: one chunk's minibatches resident; the same numbers)."""
+        draws = 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
+        picks = [self.sampler.next(sampled) for _ in range(draws)]
+        owners = self.sampler.owners(sampled)
+        for chunk in zip(*(gather_chunks(self.fed, owners, pos, mask) for pos, mask in picks), strict=True):
+            s, batches = chunk[0][0], [batch for _, batch in chunk]
+            new = self._step_rows(rows(local, s), batches, opt, t, s)
+            for k, v in new.items():
+                local[k][s] = v  # a no-op where the optimizer stepped the views in place
+        return local
+
+    def _step_rows(
+        self, local: Params, batches: list[Batch], opt: ClientOptimizer, t: int, s: slice
+    ) -> Params:
+        """The local step of the rows ``s`` (``local``: views of them) on their minibatches D, D' (, D'')."""
+        hp = self.hp
         if hp.step == "sequential":  # the paper-time official code: two SGD steps, no restore
-            local = self._descend(opt, local, self._grad(local, d1), self.lr_at(t))
-            return self._descend(opt, local, self._grad(local, d2), self.lr_at(t, hp.beta))
-        temp = _shifted(local, self._grad(local, d1), -hp.lr)  # w' = w − α ∇f(w; D)
-        g = self._grad(temp, d2)  # g = ∇f(w'; D')
+            local = self._descend(opt, local, self._grad(local, batches[0]), self.lr_at(t), s)
+            return self._descend(opt, local, self._grad(local, batches[1]), self.lr_at(t, hp.beta), s)
+        temp = _shifted(local, self._grad(local, batches[0]), -hp.lr)  # w' = w − α ∇f(w; D)
+        g = self._grad(temp, batches[1])  # g = ∇f(w'; D')
         if hp.variant == "hf":  # Hessian-vector product by central differences on D''
-            d3 = fed.batch(self.sampler, sampled)
-            plus = self._grad(_shifted(local, g, hp.hf_delta), d3)
-            minus = self._grad(_shifted(local, g, -hp.hf_delta), d3)
+            plus = self._grad(_shifted(local, g, hp.hf_delta), batches[2])
+            minus = self._grad(_shifted(local, g, -hp.hf_delta), batches[2])
             g = {k: g[k] - hp.lr * (plus[k] - minus[k]) / (2 * hp.hf_delta) for k in g}
-        return self._descend(opt, local, g, self.lr_at(t, hp.beta))  # w ← w − β g
+        return self._descend(opt, local, g, self.lr_at(t, hp.beta), s)  # w ← w − β g
 
     def round(self, t: int, sampled: Tensor) -> None:
         self.t = t
