@@ -230,8 +230,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     it scores, on the device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
     round (``clients_per_round``); their minibatches and gradients are counted per row of a call (every
-    algorithm on client data but the federated minimax ones gathers and differentiates them chunk by chunk:
-    ``hetfl.engine.grad.row_batches``, ``drawn_grads``). An evaluation's working set
+    algorithm on client data gathers and differentiates them chunk by chunk: ``hetfl.engine.grad.row_batches``,
+    ``drawn_grads``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
     """
     model = fed.model
@@ -298,9 +298,18 @@ def _stitch(chunks: list[slice], rows: int, call):
     """``call(s)`` for every chunk ``s``, its results (a tuple of tensors ``[len(s), ...]``, dicts of them or
     None) copied into ``[rows, ...]`` outputs as each chunk ends: one chunk's results and the outputs are
     resident at once, never every chunk's."""
+    return stitch(((s, call(s)) for s in chunks), rows)
+
+
+def stitch(parts, rows: int):
+    """The chunks' results ``parts`` (an iterable of ``(s, results)``: ``s`` a slice of the ``rows`` rows,
+    ``results`` a tuple of tensors ``[len(s), ...]``, dicts of them or None) copied into ``[rows, ...]``
+    outputs as each chunk comes, so that one chunk's results and the outputs are resident at once; a single
+    chunk of every row is returned as it is (no copy)."""
     out = None
-    for s in chunks:
-        part = call(s)
+    for s, part in parts:
+        if out is None and s.start == 0 and s.stop == rows:
+            return part
         if out is None:
             out = tuple(_empty(p, rows) for p in part)
         for o, p in zip(out, part, strict=True):

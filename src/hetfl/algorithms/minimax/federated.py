@@ -21,7 +21,9 @@ from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.minimax.common import GeneralizedSGDA, SGDAHyperparameters
 from hetfl.algorithms.minimax.local_work import LocalWork
 from hetfl.algorithms.minimax.objectives import METRICS, OBJECTIVES
-from hetfl.engine.params import Params
+from hetfl.engine.grad import row_batches
+from hetfl.engine.memory import stitch
+from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 from hetfl.metrics import metric_names
 
@@ -101,11 +103,18 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
         super().round(t, sampled)
 
     def client_grads(self, x: Params, y: Tensor, clients: Tensor) -> tuple[Params, Tensor]:
-        batch = self.fed.batch(self.sampler, clients)  # ξ_i^(t,k): one minibatch for both gradients
-        x_hat = None
-        if self.plus:
-            x_hat = {k: v.expand(len(clients), *v.shape[1:]) for k, v in self.x_hat.items()}
-        return self.objective.grads(x, y, batch, x_hat)
+        """ξ_i^(t,k), one minibatch of each client for both gradients, drawn for all of ``clients`` at once
+        and gathered and differentiated a chunk of clients at a time under a memory budget (the same
+        numbers: ``hetfl.engine.grad.row_batches``)."""
+
+        def grads(s: slice, batch) -> tuple[Params, Tensor]:
+            x_hat = None
+            if self.plus:
+                x_hat = {k: v.expand(s.stop - s.start, *v.shape[1:]) for k, v in self.x_hat.items()}
+            return self.objective.grads(rows(x, s), y[s], batch, x_hat)
+
+        parts = ((s, grads(s, batch)) for s, batch in row_batches(self.fed, self.sampler, clients))
+        return stitch(parts, len(clients))
 
     def project(self, y: Tensor) -> Tensor:
         return self.objective.project(y)
