@@ -11,7 +11,8 @@ every round:
 - ``fedavg_vgg11``: FedAvg on VGG-11 (9.2 M parameters) on 3×32×32 inputs (the CIFAR-10 shape), 10
   clients sampled per round (of C), τ = 1 local step of batch 32.
 
-With ``--budget-mib B`` every configuration also runs within B MiB (the engine's row chunks), and the table
+With ``--budget-mib B`` every configuration also runs within B MiB (the engine's row chunks, and its
+per-client state placed as a training job places it: ``hetfl.engine.state``), and the table
 adds the rows per call, the time ratio to the unchunked engine and whether the peak RSS above the process's
 baseline (Python and torch, measured before the data) stayed under B (and says when the plan found that the
 resident state alone does not fit B: then the run goes on one client row per call).
@@ -58,6 +59,8 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
 
     from hetfl.algorithms import get_algorithm
     from hetfl.engine.federation import ClientSplit, Federation
+    from hetfl.engine.memory import budget_bytes, data_bytes
+    from hetfl.engine.state import ClientStates
     from hetfl.models import build_model, normalize_model_spec
     from hetfl.train import apply_memory_budget
 
@@ -77,6 +80,9 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
     hp = {"lr": 0.05, "batch_size": 20, "clients_per_round": clients, **extra}
     if algorithm == "pfedme":
         hp.pop("clients_per_round")
+    if budget_mib is not None:  # per-client state placed within the budget, as a training job does
+        cpu = torch.device("cpu")
+        fed.states = ClientStates(cpu, budget_bytes(budget_mib, cpu), reserved=data_bytes(fed))
     algo = cls(fed, cls.Hyperparameters.from_dict(hp, name), 0, "epoch")
     rows, fits = None, None
     if budget_mib is not None:
