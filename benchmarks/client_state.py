@@ -4,7 +4,7 @@ the budget), inside a memory limit like a SLURM job's.
 
 SCAFFOLD on a synthetic federation of the mnist5k shape (1×28×28 inputs, 10 classes, ``--samples``
 training samples per client, random pixels and labels), ``--model`` (default: the DNN, 79,510 parameters),
-``--sampled`` clients a round of C = ``--clients``, τ = 20 local steps of batch 10: its controls take
+``--sampled`` clients a round of C = ``--clients``, τ = ``--local-steps`` (20) of batch 10: its controls take
 C·P·4 bytes (C = 10,000: 3.2 GB), of which a round touches S rows. Each placement runs in its own process,
 one torch thread, float32; with ``--limit-mib L`` inside a new cgroup whose memory limit is L MiB (v1
 ``memory.limit_in_bytes`` or v2 ``memory.max``, under this process's own cgroup: needs the right to make
@@ -22,6 +22,8 @@ pages are the mapped state's: the kernel writes them back and drops them under t
 
     python benchmarks/client_state.py --clients 10000 --limit-mib 1536
     python benchmarks/client_state.py --clients 10000 --placements device mmap   # no limit: the file's cost
+    python benchmarks/client_state.py --model resnet18 --shape 3,32,32 --clients 100 --local-steps 1 \
+        --limit-mib 4096                                         # 100 clients of ResNet-18: 4.5 GB of c_i
 
 A benchmark, not a test: the numbers depend on the machine.
 """
@@ -36,7 +38,16 @@ import sys
 import time
 
 
-def measure(placement: str, clients: int, model: str, samples: int, sampled: int, rounds: int) -> dict:
+def measure(
+    placement: str,
+    clients: int,
+    model: str,
+    shape: tuple,
+    samples: int,
+    sampled: int,
+    rounds: int,
+    steps: int,
+) -> dict:
     """One placement, in this process: seconds per round, placement record and memory (MiB)."""
     import numpy as np
     import torch
@@ -52,18 +63,18 @@ def measure(placement: str, clients: int, model: str, samples: int, sampled: int
     rng = np.random.default_rng(0)
 
     def split(n: int) -> ClientSplit:
-        xs = [rng.normal(size=(n, 1, 28, 28)).astype(np.float32) for _ in range(clients)]
+        xs = [rng.normal(size=(n, *shape)).astype(np.float32) for _ in range(clients)]
         ys = [rng.integers(0, 10, size=n) for _ in range(clients)]
         return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
 
     spec = normalize_model_spec({"name": model}, "model")
-    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, (1, 28, 28), 10))
+    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
     cpu = torch.device("cpu")
     if placement != "device":  # mmap: a budget of 0, every stack in a file
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0
         fed.states = ClientStates(cpu, budget, reserved=data_bytes(fed))
     cls = get_algorithm("scaffold")
-    hp = {"lr": 0.05, "batch_size": 10, "local_steps": 20, "clients_per_round": sampled}
+    hp = {"lr": 0.05, "batch_size": 10, "local_steps": steps, "clients_per_round": sampled}
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "scaffold"), 0, "epoch")
     algorithm.evaluated = ("global",)
     schedule = participation_schedule(clients, sampled, rounds + 1, 0)
@@ -81,6 +92,7 @@ def measure(placement: str, clients: int, model: str, samples: int, sampled: int
     return {
         "placement": placement,
         "clients": clients,
+        "parameters": fed.model.num_parameters(),
         "state_mib": sum(v.numel() * v.element_size() for v in algorithm.c_i.values()) / 2**20,
         "placed": {k: v / 2**20 for k, v in fed.states.record().items()},
         "s_per_round": float(np.median(times[1:])),
@@ -116,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=10000)
     parser.add_argument("--model", default="dnn")
+    parser.add_argument("--shape", default="1,28,28", help="sample shape (3,32,32: the CIFAR-10 shape)")
+    parser.add_argument("--local-steps", type=int, default=20, help="τ, local steps of batch 10")
     parser.add_argument("--samples", type=int, default=10, help="training samples per client")
     parser.add_argument("--sampled", type=int, default=10, help="clients sampled per round")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (after one warm-up)")
@@ -128,14 +142,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        result = measure(args.one, args.clients, args.model, args.samples, args.sampled, args.rounds)
+        shape = tuple(int(v) for v in args.shape.split(","))
+        result = measure(
+            args.one,
+            args.clients,
+            args.model,
+            shape,
+            args.samples,
+            args.sampled,
+            args.rounds,
+            args.local_steps,
+        )
         print(json.dumps(result))
         return
     procs = None if args.limit_mib is None else make_cgroup(args.limit_mib)
     if args.limit_mib is not None and procs is None:
         print(f"no cgroup could be made here: running without the {args.limit_mib:g} MiB limit")
     limit = f"limit {args.limit_mib:g} MiB" if procs else "no limit"
-    print(f"SCAFFOLD, {args.model}, C = {args.clients}, S = {args.sampled}, {limit}")
+    print(f"SCAFFOLD, {args.model} on {args.shape}, C = {args.clients}, S = {args.sampled}, {limit}")
     print(
         f"{'placement':<10}{'c_i MiB':>9}{'where':>14}{'s/round':>9}{'peak RSS':>10}{'anon':>8}{'file':>8}  exit"
     )
@@ -146,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
 
     for placement in args.placements:
         cmd = [sys.executable, __file__, "--one", placement, "--clients", str(args.clients), "--model", args.model,
-               "--samples", str(args.samples), "--sampled", str(args.sampled), "--rounds", str(args.rounds)]  # fmt: skip
+               "--shape", args.shape, "--local-steps", str(args.local_steps), "--samples", str(args.samples),
+               "--sampled", str(args.sampled), "--rounds", str(args.rounds)]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=enter if procs else None)
         if proc.returncode != 0:
             why = "killed (out of memory)" if proc.returncode == -9 else proc.stderr.strip()[-200:]
