@@ -2,8 +2,9 @@
 placed by the training job's rule (``hetfl.engine.state``: a memory-mapped file when the state does not fit
 the budget), inside a memory limit like a SLURM job's.
 
-SCAFFOLD on a synthetic federation of the mnist5k shape (1×28×28 inputs, 10 classes, ``--samples``
-training samples per client, random pixels and labels), ``--model`` (default: the DNN, 79,510 parameters),
+SCAFFOLD on a synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
+CIFAR-10's; 10 classes, ``--samples`` training samples per client, random pixels and labels), ``--model``
+(default: the DNN, 79,510 parameters),
 ``--sampled`` clients a round of C = ``--clients``, τ = ``--local-steps`` (20) of batch 10: its controls take
 C·P·4 bytes (C = 10,000: 3.2 GB), of which a round touches S rows. Each placement runs in its own process,
 one torch thread, float32; with ``--limit-mib L`` inside a new cgroup whose memory limit is L MiB (v1
