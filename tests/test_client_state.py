@@ -140,3 +140,26 @@ def test_a_resumed_run_keeps_its_state_in_place(tmp_path):
     for k, v in straight.state_dict().items():
         assert torch.equal(resumed.state_dict()[k], v), k
     assert torch.equal(resumed.c_i["fc1.weight"], straight.c_i["fc1.weight"])
+
+
+def test_host_placement_is_off_the_device_and_changes_no_number(monkeypatch):
+    """The placement next to a GPU (host memory), forced here on the CPU: the stacks count as off the device
+    (the memory plan leaves them out of the resident bytes) and the numbers do not change."""
+    from hetfl.engine.memory import plan_memory
+
+    name, _, hp, sampling, make = FEDERATION_CASES["scaffold-II-sampled"]
+    want, _, _ = _run(name, hp, sampling, make, torch.float64, None)
+    states = ClientStates(CPU, budget=0)
+    monkeypatch.setattr(states, "place", lambda nbytes, idle: "host")
+    got, stacks, _ = _run(name, hp, sampling, make, torch.float64, states)
+    _assert_identical(got, want)
+    placed = [v for p in stacks.values() for v in p.values()]
+    assert placed and all(states.is_off(v) for v in placed) and states.placed["host"] > 0
+    plans = []
+    for place in (None, states):
+        fed = federation(make, torch.float64)
+        if place is not None:
+            fed.states = ClientStates(CPU, budget=0)
+            monkeypatch.setattr(fed.states, "place", lambda nbytes, idle: "host")
+        plans.append(plan_memory(fed, build(fed, name, hp, sampling), 2**30, 4))
+    assert plans[0].resident_bytes - plans[1].resident_bytes == states.placed["host"]

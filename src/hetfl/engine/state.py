@@ -9,8 +9,9 @@ with :meth:`ClientStates.stack` (copies of a shared model) or :meth:`ClientState
 - on the compute device while the federation's data, the stacks placed there before and this one take at
   most ``STATE_SHARE`` of the run's memory budget (``memory_budget``, ``hetfl.engine.memory``); always there
   without a budget (scripts, tests, benchmarks that build a ``Federation`` themselves);
-- otherwise off it: on a GPU, in the host's (pinned) memory, for the stacks whose clients do not all train
-  every round (``idle``: the rows of the sampled clients are copied to the GPU and back each round, by
+- otherwise off it: on a GPU, in the host's memory (not pinned: a state the size of the RAM may not be
+  page-locked), for the stacks whose clients do not all train every round (``idle``: the rows of the sampled
+  clients are copied to the GPU and back each round, by
   ``hetfl.engine.params.select(..., device=)`` and :func:`put`); a stack every client trains every round stays
   on the GPU (it would cross the bus whole each round). On the CPU, in a memory-mapped file, any stack: the
   operating system keeps the rows a round touches in memory and writes the others back to the file, so a
@@ -102,7 +103,7 @@ class ClientStates:
         if where == "device":
             return torch.empty(shape, dtype=dtype, device=self.device)
         if where == "host":
-            return torch.empty(shape, dtype=dtype, pin_memory=True)
+            return torch.empty(shape, dtype=dtype)
         numel = max(1, math.prod(shape))
         fd, path = tempfile.mkstemp(prefix="hetfl-state-", suffix=".bin", dir=self.directory)
         try:
