@@ -70,7 +70,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(setup):
 
 
 @pytest.mark.parametrize("label", ["pfedme", "fedavg"])
-def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label):
+def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label, capsys):
     whole, a = run(setup, label, 0, f"m-{label}-auto")
     mib = 2**20
     resident = whole["memory"]["resident_bytes"] / mib
@@ -80,6 +80,8 @@ def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label
     # (hetfl.engine.state) and leave the resident bytes; FedAvg has none: two rows per call
     state, memory = chunked["memory"]["client_state"], chunked["memory"]
     assert (state["mmap_bytes"] > 0) == (label == "pfedme") and state["host_bytes"] == 0
+    said = "per-client state off the device within memory_budget" in capsys.readouterr().err
+    assert said == (label == "pfedme")  # the job's log says where its state went
     assert whole["memory"]["client_state"]["mmap_bytes"] == 0
     assert whole["memory"]["resident_bytes"] - memory["resident_bytes"] == state["mmap_bytes"]
     left = memory["budget_bytes"] - memory["resident_bytes"]

@@ -240,6 +240,15 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
             "(evaluation is never split: its blocks set its sums)",
             file=log or sys.stderr,
         )
+    off = {"host": "host memory", "mmap": "a memory-mapped file"}
+    placed = env.states.placed if isinstance(env, Federation) else {}
+    for where, what in off.items():
+        if placed.get(where):
+            print(
+                f"per-client state off the device within memory_budget {memory.budget_bytes / MIB:.0f} MiB: "
+                f"{placed[where] / MIB:.0f} MiB in {what}",
+                file=log or sys.stderr,
+            )
     resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
     before_s = 0.0 if resumed is None else resumed.elapsed_s
     if resumed is not None:
