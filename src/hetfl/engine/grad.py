@@ -177,7 +177,12 @@ def gather_chunks(
     """
     full = bool(mask.all())
     data = getattr(fed, split)
-    for s in row_chunks(fed.model, len(owners), group) or [slice(0, len(owners))]:
+    chunks = row_chunks(fed.model, len(owners), group)
+    if chunks is None:  # one chunk of every row (no slicing)
+        x, y = data.gather(owners, pos)
+        yield slice(0, len(owners)), Batch(x, y, mask.to(fed.device, non_blocking=True), full=full)
+        return
+    for s in chunks:
         x, y = data.gather(owners[s], pos[s])
         yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
 

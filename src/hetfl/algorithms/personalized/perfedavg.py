@@ -106,8 +106,8 @@ class PerFedAvg(FederatedAlgorithm):
         return _shifted(local, grads, -lr) if opt.plain else opt.step(local, grads, lr, s)
 
     def _local_step(self, local: Params, sampled: Tensor, opt: ClientOptimizer, t: int) -> Params:
-        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``:
-        ``local [S, ...]`` updated in place. The step's minibatches D, D' (and D'') are drawn for all the
+        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``: the
+        clients' models after it (``local [S, ...]`` updated in place when it is split in chunks). The step's minibatches D, D' (and D'') are drawn for all the
         clients at once, in that order, then gathered and used a chunk of clients at a time under a memory
         budget (``hetfl.engine.grad.gather_chunks``: one chunk's minibatches resident; the same numbers)."""
         draws = 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
@@ -115,6 +115,8 @@ class PerFedAvg(FederatedAlgorithm):
         owners = self.sampler.owners(sampled)
         for chunk in zip(*(gather_chunks(self.fed, owners, pos, mask) for pos, mask in picks), strict=True):
             s, batches = chunk[0][0], [batch for _, batch in chunk]
+            if s.stop - s.start == len(sampled):  # one chunk: every row, no copy
+                return self._step_rows(local, batches, opt, t, s)
             new = self._step_rows(rows(local, s), batches, opt, t, s)
             for k, v in new.items():
                 local[k][s] = v  # a no-op where the optimizer stepped the views in place
