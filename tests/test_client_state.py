@@ -11,7 +11,7 @@ import torch
 from hetfl.algorithms import FEDERATION, get_algorithm
 from hetfl.engine.params import broadcast, select
 from hetfl.engine.participation import participation_schedule
-from hetfl.engine.state import STATE_SHARE, ClientStates, keep, put
+from hetfl.engine.state import STATE_SHARE, ClientStates, put
 from tests.conftest import tiny_federation
 from tests.test_memory import FEDERATION_CASES, _assert_identical, build, federation, train
 
@@ -101,9 +101,11 @@ def test_rows_are_read_and_written_in_place(tmp_path):
     got = select(stack, clients, CPU)
     assert torch.equal(got["w"], torch.ones(2, 3)) and got["w"].untyped_storage().filename is None
     new = {"w": torch.full((5, 3), 7.0), "b": torch.zeros(5)}
-    assert keep(stack, new) is stack and torch.equal(stack["w"], new["w"])  # mapped: copied into its place
+    assert states.keep(stack, new) is stack and torch.equal(
+        stack["w"], new["w"]
+    )  # mapped: copied into its place
     plain = {"w": torch.zeros(5, 3), "b": torch.zeros(5)}
-    assert keep(plain, new) is new  # on the device: the new stack itself, no copy
+    assert states.keep(plain, new) is new  # on the device: the new stack itself, no copy
 
 
 def test_bad_budgets_are_errors():

@@ -164,7 +164,10 @@ def apply_memory_budget(
     if not isinstance(env, Federation):
         return None
     batch = int(getattr(algorithm.hp, "batch_size", 1) or 1)
-    plan = plan_memory(env, algorithm, budget_bytes(budget, device), batch)
+    # the bytes the job placed its per-client state within (measured once, before the data: on a GPU,
+    # ``auto`` depends on the free memory), else the setting's
+    nbytes = env.states.budget if env.states.budget is not None else budget_bytes(budget, device)
+    plan = plan_memory(env, algorithm, nbytes, batch)
     exact = env.dtype != torch.float32 or type(env.model).rows_exact_in_float32
     if not exact and (budget in (None, "auto") or not split_inexact):
         plan = replace(plan, rows=None)

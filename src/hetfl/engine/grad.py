@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from hetfl.engine.federation import Batch, Federation
-from hetfl.engine.memory import row_chunks
+from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, select
 from hetfl.engine.sampler import BatchSampler
@@ -114,36 +114,34 @@ def drawn_grads(
     params_of: Callable[[slice], Params],
     copies: int = 1,
     split: str = "train",
-) -> Params:
+) -> tuple[Params, ...]:
     """Gradients of ``copies`` models per client on the client's next minibatch: the minibatches of ``clients
     [C]`` drawn at once (one ``sampler.next``), then gathered and differentiated chunk by chunk
-    (:func:`row_batches`), so that one chunk's minibatches are resident, not all C clients'.
+    (:func:`row_batches`; the chunks' results stitched, ``hetfl.engine.memory.stitch``), so that one chunk's
+    minibatches are resident, not all C clients'.
 
     The same numbers as ``client_grads(model, params, batch)`` on the whole draw, with ``params`` the
-    ``[copies·C, ...]`` models ordered copy-major (copy j of client c at row j·C + c) and each client's batch
-    repeated for its ``copies`` models (Ditto's w_k and v_k, APFL's w_k and v̄_k: one call).
+    ``[copies·C, ...]`` models ordered copy-major and each client's batch repeated for its ``copies`` models
+    (Ditto's w_k and v_k, APFL's w_k and v̄_k: one call).
 
     Args:
         params_of: ``s -> Params [copies·r, ...]``, the models of the chunk's clients ``clients[s]`` (r rows),
             copy-major within the chunk.
 
     Returns:
-        ``dict[str, Tensor[copies·C, ...]]``, copy-major.
+        ``copies`` dicts of ``Tensor[C, ...]``: the gradients of every client's j-th model.
     """
-    c, out = len(clients), None
-    for s, batch in row_batches(fed, sampler, clients, split):
+
+    def part(s: slice, batch: Batch) -> tuple[Params, ...]:
         if copies > 1:
             batch = Batch(*(torch.cat([a] * copies) for a in (batch.x, batch.y, batch.mask)), full=batch.full)
         _, grads = client_grads(fed.model, params_of(s), batch)
         r = s.stop - s.start
-        if r == c:  # one chunk: every row
-            return grads
-        if out is None:
-            out = {k: g.new_empty((copies * c, *g.shape[1:])) for k, g in grads.items()}
-        for k, g in grads.items():
-            for j in range(copies):
-                out[k][j * c + s.start : j * c + s.stop] = g[j * r : (j + 1) * r]
-    return out
+        return tuple({k: g[j * r : (j + 1) * r] for k, g in grads.items()} for j in range(copies))
+
+    return stitch(
+        ((s, part(s, batch)) for s, batch in row_batches(fed, sampler, clients, split)), len(clients)
+    )
 
 
 def row_batches(

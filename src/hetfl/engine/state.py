@@ -118,6 +118,16 @@ class ClientStates:
         """Whether ``tensor`` is (a view of) a stack placed off the device."""
         return tensor.untyped_storage().data_ptr() in self._off
 
+    def keep(self, state: Params, new: Params) -> Params:
+        """The per-client stack to hold from now on when every row of ``state [N, ...]`` was recomputed as
+        ``new [N, ...]``: ``new`` itself when ``state`` is on the device (no copy), else ``state`` with ``new``
+        copied into it, so that the stack keeps its place."""
+        if not any(self.is_off(v) for v in state.values()):
+            return new
+        for k, v in new.items():
+            state[k].copy_(v)
+        return state
+
     def record(self) -> dict[str, Any]:
         """Bytes of the stacks in each place, for ``run.json`` (``device_bytes``, ``host_bytes``, ``mmap_bytes``)."""
         return {f"{where}_bytes": nbytes for where, nbytes in self.placed.items()}
@@ -129,16 +139,3 @@ def put(state: Params, clients: Tensor, rows: Params) -> None:
     for k, v in rows.items():
         target = state[k]
         target.index_copy_(0, clients.to(target.device), v.to(target.device))
-
-
-def keep(state: Params, new: Params) -> Params:
-    """The per-client stack to hold from now on when every row of ``state [N, ...]`` was recomputed as ``new
-    [N, ...]``: ``new`` itself when ``state`` is on ``new``'s device and not memory-mapped (no copy), else
-    ``state`` with ``new`` copied into it, so that the stack keeps its placement (:class:`ClientStates`)."""
-    first = next(iter(state.values()))
-    moved = first.device != next(iter(new.values())).device
-    if not moved and first.untyped_storage().filename is None:
-        return new
-    for k, v in new.items():
-        state[k].copy_(v)
-    return state

@@ -80,14 +80,11 @@ class APFL(CollaborativeAlgorithm):
         self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        n = self.fed.num_clients
         mixed = self._mixture(self.local)  # v̄_k = α v_k + (1 − α) w_k
-        # w_k then v̄_k of a chunk of clients in one call, on the same minibatch B_k: [2N, ...], copy-major
-        grads = drawn_grads(
+        # w_k and v̄_k of a chunk of clients in one call, on the same minibatch B_k; g_bar = ∇f_k(v̄_k; B_k)
+        g_w, g_bar = drawn_grads(
             self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, mixed, s), 2
         )
-        g_w = {k: g[:n] for k, g in grads.items()}
-        g_bar = {k: g[n:] for k, g in grads.items()}  # ∇f_k(v̄_k; B_k)
         g_v = {k: g * _rows(self.mix, g) for k, g in g_bar.items()}  # ∇_v f_k(v̄_k) = α_k ∇f_k(v̄_k)
         if self.hp.adaptive:  # α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k)⟩, 0, 1), after its use
             diff = flatten(self.v) - flatten(self.local)

@@ -68,13 +68,11 @@ class Ditto(CollaborativeAlgorithm):
         self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        n = self.fed.num_clients
-        # w_k then v_k of a chunk of clients in one call, on the same minibatch B_k: grads [2N, ...], copy-major
-        grads = drawn_grads(
+        # w_k and v_k of a chunk of clients in one call, on the same minibatch B_k
+        g_w, g_v = drawn_grads(
             self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, self.v, s), 2
         )
-        g_w = {k: g[:n] for k, g in grads.items()}
-        g_v = {k: g[n:].add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in grads.items()}
+        g_v = {k: g.add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in g_v.items()}
         self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)
         self.opt_v.step(self.v, g_v, self.lr_at(t))  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
 

@@ -61,7 +61,7 @@ class FedAvgSGDM(CollaborativeAlgorithm):
         self.w = self.aggregate(self.theta, self.clients)  # w ← Σ_i p_i θ_i
 
     def step(self, t: int) -> None:
-        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
+        (grads,) = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         self.opt.step(self.theta, grads, self.lr_at(t))
 
     def eval_models(self) -> dict[str, Params]:

@@ -42,7 +42,7 @@ class LocalSGDM(CollaborativeAlgorithm):
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))
 
     def step(self, t: int) -> None:
-        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
+        (grads,) = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i)
 
     def eval_models(self) -> dict[str, Params]:

@@ -57,7 +57,7 @@ from hetfl.algorithms.hyperparameters import Federated
 from hetfl.engine.grad import client_grads, row_batches
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
-from hetfl.engine.state import keep, put
+from hetfl.engine.state import put
 from hetfl.models.linalg import bmm
 
 
@@ -198,7 +198,10 @@ class PFedMe(FederatedAlgorithm):
         if self.hp.train_clients == "all":
             clients = self.fed.all_clients()
             theta, local = self._local_rounds(clients, t)
-            self.theta, self.local = keep(self.theta, theta), keep(self.local, local)
+            self.theta, self.local = (
+                self.fed.states.keep(self.theta, theta),
+                self.fed.states.keep(self.local, local),
+            )
             uploaded = select(self.local, sampled, self.fed.device)
         else:
             theta, uploaded = self._local_rounds(sampled, t)
