@@ -52,24 +52,15 @@ def measure(
     """One placement, in this process: seconds per round, placement record and memory (MiB)."""
     import numpy as np
     import torch
+    from scaling import random_federation  # benchmarks/scaling.py, beside this script
 
     from hetfl.algorithms import get_algorithm
-    from hetfl.engine.federation import ClientSplit, Federation
     from hetfl.engine.memory import budget_bytes, data_bytes
     from hetfl.engine.participation import participation_schedule
     from hetfl.engine.state import ClientStates
-    from hetfl.models import build_model, normalize_model_spec
 
     torch.set_num_threads(1)
-    rng = np.random.default_rng(0)
-
-    def split(n: int) -> ClientSplit:
-        xs = [rng.normal(size=(n, *shape)).astype(np.float32) for _ in range(clients)]
-        ys = [rng.integers(0, 10, size=n) for _ in range(clients)]
-        return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
-
-    spec = normalize_model_spec({"name": model}, "model")
-    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
+    fed = random_federation(clients, samples, shape, model)  # benchmarks/scaling.py's
     cpu = torch.device("cpu")
     if placement != "device":  # mmap: a budget of 0, every stack in a file
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0

@@ -51,22 +51,16 @@ RUNS = {  # name -> (algorithm, model, sample shape, hyper-parameters; clients_p
 }
 
 
-def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: float | None) -> dict:
-    """Seconds per round (median of ``rounds`` after one warm-up), rows per call and peak RSS of one
-    configuration, in this process (``budget_mib`` None: the unchunked engine)."""
+def random_federation(clients: int, samples: int, shape: tuple[int, ...], model: str):
+    """A federation of ``clients`` clients with ``samples`` training and ``samples // 4`` (at least 1) test
+    samples each of ``shape``: random normal inputs and labels in 0..9 (NumPy seed 0), float32, on the CPU,
+    with the default ``model`` (a config name) for 10 classes."""
     import numpy as np
     import torch
 
-    from hetfl.algorithms import get_algorithm
     from hetfl.engine.federation import ClientSplit, Federation
-    from hetfl.engine.memory import budget_bytes, data_bytes
-    from hetfl.engine.state import ClientStates
     from hetfl.models import build_model, normalize_model_spec
-    from hetfl.train import apply_memory_budget
 
-    torch.set_num_threads(1)
-    baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    algorithm, model, shape, extra = RUNS[name]
     rng = np.random.default_rng(0)
 
     def split(n: int) -> ClientSplit:
@@ -75,7 +69,24 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
         return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
 
     spec = normalize_model_spec({"name": model}, "model")
-    fed = Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
+    return Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
+
+
+def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: float | None) -> dict:
+    """Seconds per round (median of ``rounds`` after one warm-up), rows per call and peak RSS of one
+    configuration, in this process (``budget_mib`` None: the unchunked engine)."""
+    import numpy as np
+    import torch
+
+    from hetfl.algorithms import get_algorithm
+    from hetfl.engine.memory import budget_bytes, data_bytes
+    from hetfl.engine.state import ClientStates
+    from hetfl.train import apply_memory_budget
+
+    torch.set_num_threads(1)
+    baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    algorithm, model, shape, extra = RUNS[name]
+    fed = random_federation(clients, samples, shape, model)
     cls = get_algorithm(algorithm)
     hp = {"lr": 0.05, "batch_size": 20, "clients_per_round": clients, **extra}
     if algorithm == "pfedme":
