@@ -1,8 +1,9 @@
-"""Per-client state larger than a job's memory: SCAFFOLD's controls c_i ``[C, P]`` on the device (RAM) or
-placed by the training job's rule (``hetfl.engine.state``: a memory-mapped file when the state does not fit
-the budget), inside a memory limit like a SLURM job's.
+"""Per-client state larger than a job's memory: SCAFFOLD's controls c_i ``[C, P]`` (or pFedMe's θ̃_i and
+w_{i,R}) on the device (RAM) or placed by the training job's rule (``hetfl.engine.state``: a memory-mapped file
+when the state does not fit the budget), inside a memory limit like a SLURM job's.
 
-SCAFFOLD on a synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
+SCAFFOLD (``--algorithm pfedme``: pFedMe, whose C clients all train every round, K = 2 inner steps) on a
+synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
 CIFAR-10's; 10 classes, ``--samples`` training samples per client, random pixels and labels), ``--model``
 (default: the DNN, 79,510 parameters),
 ``--sampled`` clients a round of C = ``--clients``, τ = ``--local-steps`` (20) of batch 10: its controls take
@@ -13,16 +14,22 @@ one, e.g. root), so that a process that needs more than L is killed, as a SLURM 
 
 - ``device``: every stack in the process's memory (``ClientStates`` without a budget: what a script that
   builds its own ``Federation`` gets);
-- ``auto``: the training job's placement under ``memory_budget: auto`` (``CPU_SHARE`` of the smaller of
-  the RAM and the cgroup's limit, read from the process's own cgroup: ``hetfl.engine.memory.cgroup_limit``);
+- ``auto``: the training job's placement and rows per call under ``memory_budget: auto`` (``CPU_SHARE`` of
+  the smaller of the RAM and the cgroup's limit, read from the process's own cgroup:
+  ``hetfl.engine.memory.cgroup_limit``; ``hetfl.train.apply_memory_budget``);
 - ``mmap`` (not by default): every stack in a memory-mapped file, whatever the budget (the cost of the file).
 
-Prints, per placement: where the controls went, seconds per round (median after one warm-up, evaluation of
+Prints, per placement: the state's size and where it went, the rows per call, seconds per round (median after one warm-up, evaluation of
 the global model included every round), the peak RSS, the anonymous and file-backed RSS at the end (file
 pages are the mapped state's: the kernel writes them back and drops them under the limit) and the exit.
+With ``--checkpoint``, the run then saves a checkpoint (``hetfl.engine.checkpoint``, in ``$TMPDIR``) and a
+fresh SCAFFOLD on the same federation resumes from it, inside the same limit: seconds to save and to load,
+and whether the resumed stacks equal the saved ones (the peak RSS then includes both).
 
     python benchmarks/client_state.py --clients 10000 --limit-mib 1536
     python benchmarks/client_state.py --clients 10000 --placements device mmap   # no limit: the file's cost
+    python benchmarks/client_state.py --clients 10000 --limit-mib 1536 --placements auto --checkpoint
+    python benchmarks/client_state.py --algorithm pfedme --clients 2000 --local-steps 2 --limit-mib 1024
     python benchmarks/client_state.py --model resnet18 --shape 3,32,32 --clients 100 --local-steps 1 \
         --limit-mib 4096                                         # 100 clients of ResNet-18: 4.5 GB of c_i
 
@@ -38,8 +45,15 @@ import subprocess
 import sys
 import time
 
+HYPERPARAMETERS = {
+    "scaffold": {"lr": 0.05},
+    "pfedme": {"lr": 0.05, "personal_lr": 0.05, "lam": 15, "K": 2},
+}
+"""Each algorithm's hyper-parameters besides the batch of 10, ``--local-steps`` and ``--sampled``."""
+
 
 def measure(
+    algorithm_name: str,
     placement: str,
     clients: int,
     model: str,
@@ -48,8 +62,10 @@ def measure(
     sampled: int,
     rounds: int,
     steps: int,
+    checkpoint: bool = False,
 ) -> dict:
-    """One placement, in this process: seconds per round, placement record and memory (MiB)."""
+    """One placement, in this process: seconds per round, placement record and memory (MiB); with
+    ``checkpoint``, seconds to save and resume (``save_s``, ``load_s``) and ``resumed_equal``."""
     import numpy as np
     import torch
     from scaling import random_federation  # benchmarks/scaling.py, beside this script
@@ -58,6 +74,7 @@ def measure(
     from hetfl.engine.memory import budget_bytes, data_bytes
     from hetfl.engine.participation import participation_schedule
     from hetfl.engine.state import ClientStates
+    from hetfl.train import apply_memory_budget
 
     torch.set_num_threads(1)
     fed = random_federation(clients, samples, shape, model)  # benchmarks/scaling.py's
@@ -65,10 +82,16 @@ def measure(
     if placement != "device":  # mmap: a budget of 0, every stack in a file
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0
         fed.states = ClientStates(cpu, budget, reserved=data_bytes(fed))
-    cls = get_algorithm("scaffold")
-    hp = {"lr": 0.05, "batch_size": 10, "local_steps": steps, "clients_per_round": sampled}
-    algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "scaffold"), 0, "epoch")
+    cls = get_algorithm(algorithm_name)
+    hp = {
+        **HYPERPARAMETERS[algorithm_name],
+        "batch_size": 10,
+        "local_steps": steps,
+        "clients_per_round": sampled,
+    }
+    algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, algorithm_name), 0, "epoch")
     algorithm.evaluated = ("global",)
+    plan = apply_memory_budget(fed, algorithm, "auto", cpu) if placement == "auto" else None
     schedule = participation_schedule(clients, sampled, rounds + 1, 0)
     times = []
     for t in range(1, rounds + 2):
@@ -76,6 +99,10 @@ def measure(
         algorithm.round(t, schedule[t - 1])
         algorithm.evaluate()
         times.append(time.perf_counter() - start)
+    placed = {k: v / 2**20 for k, v in fed.states.record().items()}  # the run's (a resumed one adds its own)
+    extra = (
+        _checkpoint(algorithm, lambda: cls(fed, algorithm.hp, 0, "epoch"), rounds + 1) if checkpoint else {}
+    )
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
 
     def mib(key: str) -> float:
@@ -85,13 +112,43 @@ def measure(
         "placement": placement,
         "clients": clients,
         "parameters": fed.model.num_parameters(),
-        "state_mib": sum(v.numel() * v.element_size() for v in algorithm.c_i.values()) / 2**20,
-        "placed": {k: v / 2**20 for k, v in fed.states.record().items()},
+        "state_mib": sum(placed.values()),
+        "rows_per_call": None if plan is None else plan.rows,
+        "placed": placed,
         "s_per_round": float(np.median(times[1:])),
         "peak_rss_mib": mib("VmHWM"),
         "anon_mib": mib("RssAnon"),
         "file_mib": mib("RssFile"),
+        **extra,
     }
+
+
+def _checkpoint(algorithm, fresh, round_done: int) -> dict:
+    """Save ``algorithm``'s checkpoint to ``$TMPDIR``, resume ``fresh()`` from it: seconds and equality."""
+    import tempfile
+
+    import torch
+
+    from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
+
+    path = os.path.join(tempfile.gettempdir(), f"hetfl-bench-{os.getpid()}.ckpt")
+    try:
+        start = time.perf_counter()
+        save_checkpoint(path, "bench", algorithm, round_done, b"", b"", 0.0)
+        saved = time.perf_counter()
+        resumed = fresh()
+        made = time.perf_counter()
+        loaded = load_checkpoint(path, "bench", resumed) is not None
+        done = time.perf_counter()
+        stacks = [n for n, v in vars(algorithm).items() if isinstance(v, dict) and algorithm.fed.states.is_off(
+            next(iter(v.values()), torch.empty(0)))]  # fmt: skip
+        equal = loaded and all(
+            torch.equal(getattr(resumed, n)[k], v) for n in stacks for k, v in getattr(algorithm, n).items()
+        )
+        return {"save_s": saved - start, "load_s": done - made, "resumed_equal": bool(equal)}
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def make_cgroup(limit_mib: float) -> str | None:
@@ -118,6 +175,7 @@ def make_cgroup(limit_mib: float) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algorithm", default="scaffold", choices=sorted(HYPERPARAMETERS))
     parser.add_argument("--clients", type=int, default=10000)
     parser.add_argument("--model", default="dnn")
     parser.add_argument("--shape", default="1,28,28", help="sample shape (3,32,32: the CIFAR-10 shape)")
@@ -131,11 +189,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--placements", nargs="+", default=["device", "auto"], choices=["device", "auto", "mmap"]
     )
+    parser.add_argument(
+        "--checkpoint", action="store_true", help="then save a checkpoint and resume a fresh run from it"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         shape = tuple(int(v) for v in args.shape.split(","))
         result = measure(
+            args.algorithm,
             args.one,
             args.clients,
             args.model,
@@ -144,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             args.sampled,
             args.rounds,
             args.local_steps,
+            args.checkpoint,
         )
         print(json.dumps(result))
         return
@@ -151,9 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.limit_mib is not None and procs is None:
         print(f"no cgroup could be made here: running without the {args.limit_mib:g} MiB limit")
     limit = f"limit {args.limit_mib:g} MiB" if procs else "no limit"
-    print(f"SCAFFOLD, {args.model} on {args.shape}, C = {args.clients}, S = {args.sampled}, {limit}")
+    print(f"{args.algorithm}, {args.model} on {args.shape}, C = {args.clients}, S = {args.sampled}, {limit}")
+    ckpt = f"{'save s':>8}{'load s':>8}{'equal':>7}" if args.checkpoint else ""
     print(
-        f"{'placement':<10}{'c_i MiB':>9}{'where':>14}{'s/round':>9}{'peak RSS':>10}{'anon':>8}{'file':>8}  exit"
+        f"{'placement':<10}{'state MiB':>10}{'where':>15}{'rows':>6}{'s/round':>9}{'peak RSS':>10}{'anon':>8}{'file':>8}{ckpt}"
+        "  exit"
     )
 
     def enter() -> None:  # in the child, before it runs: join the limited cgroup
@@ -161,21 +226,23 @@ def main(argv: list[str] | None = None) -> None:
             f.write(str(os.getpid()))
 
     for placement in args.placements:
-        cmd = [sys.executable, __file__, "--one", placement, "--clients", str(args.clients), "--model", args.model,
+        cmd = [sys.executable, __file__, "--one", placement, "--algorithm", args.algorithm, "--clients", str(args.clients), "--model", args.model,
                "--shape", args.shape, "--local-steps", str(args.local_steps), "--samples", str(args.samples),
                "--sampled", str(args.sampled), "--rounds", str(args.rounds)]  # fmt: skip
+        cmd += ["--checkpoint"] if args.checkpoint else []
         proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=enter if procs else None)
         if proc.returncode != 0:
             why = "killed (out of memory)" if proc.returncode == -9 else proc.stderr.strip()[-200:]
             print(
-                f"{placement:<10}{'':>9}{'':>14}{'-':>9}{'-':>10}{'-':>8}{'-':>8}  {proc.returncode}: {why}"
+                f"{placement:<10}{'':>10}{'':>15}{'':>6}{'-':>9}{'-':>10}{'-':>8}{'-':>8}  {proc.returncode}: {why}"
             )
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         where = ", ".join(f"{k.removesuffix('_bytes')} {v:.0f}" for k, v in r["placed"].items() if v)
+        ckpt = f"{r['save_s']:>8.1f}{r['load_s']:>8.1f}{r['resumed_equal']!s:>7}" if args.checkpoint else ""
         print(
-            f"{placement:<10}{r['state_mib']:>9.0f}{where:>14}{r['s_per_round']:>9.3f}{r['peak_rss_mib']:>10.0f}"
-            f"{r['anon_mib']:>8.0f}{r['file_mib']:>8.0f}  0"
+            f"{placement:<10}{r['state_mib']:>10.0f}{where:>15}{r['rows_per_call'] or 'all':>6}{r['s_per_round']:>9.3f}{r['peak_rss_mib']:>10.0f}"
+            f"{r['anon_mib']:>8.0f}{r['file_mib']:>8.0f}{ckpt}  0"
         )
     if procs:
         os.rmdir(os.path.dirname(procs))

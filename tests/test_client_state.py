@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm
+from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import broadcast, select
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.state import STATE_SHARE, ClientStates, put
@@ -20,15 +21,29 @@ CPU = torch.device("cpu")
 
 def _stacks(algorithm, num_clients: int, keys: set[str]) -> dict[str, dict]:
     """The per-client stacks the algorithm holds: attributes that are dicts of the model's parameters,
-    every one ``[N, ...]``."""
-    return {
-        name: value
-        for name, value in vars(algorithm).items()
-        if isinstance(value, dict)
-        and value
-        and set(value) <= keys
-        and all(isinstance(v, torch.Tensor) and v.dim() > 0 and len(v) == num_clients for v in value.values())
-    }
+    every one ``[N, ...]``, and the momentum buffers of its client optimizers (``<name>.buf``)."""
+    found = {}
+    for name, value in vars(algorithm).items():
+        if isinstance(value, ClientOptimizer):
+            name, value = f"{name}.buf", value.buf
+        if (
+            isinstance(value, dict)
+            and value
+            and set(value) <= keys
+            and all(
+                isinstance(v, torch.Tensor) and v.dim() > 0 and len(v) == num_clients for v in value.values()
+            )
+        ):
+            found[name] = value
+    return found
+
+
+def _get(algorithm, name: str):
+    """The stack ``name`` of :func:`_stacks` (``<optimizer>.buf`` for a client optimizer's buffers)."""
+    value = algorithm
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _mapped(params: dict) -> bool:
@@ -42,7 +57,7 @@ def _run(name, hp, sampling, make, dtype, states):
     algorithm = build(fed, name, hp, sampling)
     before = _stacks(algorithm, fed.num_clients, set(fed.model.shapes()))
     result = train(fed, algorithm)
-    return result, before, {k: getattr(algorithm, k) for k in before}
+    return result, before, {k: _get(algorithm, k) for k in before}
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
@@ -115,12 +130,13 @@ def test_bad_budgets_are_errors():
         ClientStates(CPU, budget=10, reserved=-5)
 
 
-def test_a_resumed_run_keeps_its_state_in_place(tmp_path):
-    """A checkpoint of a run whose stacks are memory-mapped restores them into their files, and the run
-    goes on as if never stopped."""
+@pytest.mark.parametrize("case", ["scaffold-II-sampled", "local-sequential-opt-step"])
+def test_a_resumed_run_keeps_its_state_in_place(case, tmp_path):
+    """A checkpoint of a run whose stacks are memory-mapped restores them into their files (SCAFFOLD's c_i;
+    Local's models and the momentum buffers of its kept optimizer), and the run goes on as if never stopped."""
     from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
 
-    name, _, hp, sampling, make = FEDERATION_CASES["scaffold-II-sampled"]
+    name, _, hp, sampling, make = FEDERATION_CASES[case]
 
     def build():
         fed = tiny_federation(make.model, split=make.split)
@@ -136,12 +152,65 @@ def test_a_resumed_run_keeps_its_state_in_place(tmp_path):
         first.round(t, schedule[t - 1])
     save_checkpoint(tmp_path / "ckpt", "k", first, 2, b"", b"", 0.0)
     resumed = build()
+    placed = _stacks(resumed, 4, set(resumed.fed.model.shapes()))
     assert load_checkpoint(tmp_path / "ckpt", "k", resumed) is not None
-    assert _mapped(resumed.c_i) and torch.equal(resumed.c_i["fc1.weight"], first.c_i["fc1.weight"])
+    stacks = {attr: _get(resumed, attr) for attr in placed}
+    assert len(stacks) == (1 if name == "scaffold" else 2)  # c_i; Local's θ_i and its buffers
+    for attr, stack in stacks.items():  # the fresh run's files, holding the checkpoint's values
+        assert all(v is placed[attr][k] for k, v in stack.items()) and _mapped(stack), attr
+        assert all(torch.equal(v, _get(first, attr)[k]) for k, v in stack.items()), attr
     resumed.round(3, schedule[2])
     for k, v in straight.state_dict().items():
         assert torch.equal(resumed.state_dict()[k], v), k
-    assert torch.equal(resumed.c_i["fc1.weight"], straight.c_i["fc1.weight"])
+    for attr, stack in stacks.items():
+        assert all(torch.equal(v, _get(straight, attr)[k]) for k, v in stack.items()), attr
+
+
+class _Holder:
+    """An algorithm's state as a checkpoint sees it: its environment (referenced) and what it holds: a
+    per-client stack of 16 MiB placed by the environment's ``states`` and a small tensor in memory."""
+
+    def __init__(self, env, seed: int):
+        self.env = env
+        self.stack = env.states.zeros({"w": torch.empty(64, 1 << 16, dtype=torch.float32)})
+        self.stack["w"].copy_(torch.randn(64, 1 << 16, generator=torch.Generator().manual_seed(seed)))
+        self.w = torch.randn(10, dtype=torch.float64)
+
+
+def test_a_checkpoint_of_mapped_state_copies_none_of_it_into_memory(tmp_path):
+    """Saving writes each stack from where it lies and loading maps the checkpoint, copying a mapped stack
+    into its own file page by page: neither builds the state in memory (Python's allocations stay far below
+    the 16 MiB stack; the old pickle-in-memory format took twice the state), so a job whose state only fits
+    in a file can checkpoint and resume. What is not restored in place is read into memory, not left mapped
+    from the checkpoint file."""
+    import tracemalloc
+
+    from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
+
+    def holder(seed):
+        env = tiny_federation()
+        env.states = ClientStates(CPU, budget=0, directory=tmp_path)
+        return _Holder(env, seed)
+
+    first, resumed = holder(1), holder(2)
+    path = tmp_path / "ckpt.pt"
+    tracemalloc.start()
+    try:
+        save_checkpoint(path, "k", first, 5, b"m", b"c", 1.0)
+        _, saved_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        record = load_checkpoint(path, "k", resumed)
+        _, loaded_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert record is not None and record.round == 5
+    assert path.stat().st_size > 16 << 20
+    assert saved_peak < 2 << 20 and loaded_peak < 2 << 20, (saved_peak, loaded_peak)
+    assert _mapped(resumed.stack) and resumed.env.states.is_off(resumed.stack["w"])
+    assert torch.equal(resumed.stack["w"], first.stack["w"]) and torch.equal(resumed.w, first.w)
+    assert resumed.w.untyped_storage().filename is None  # in memory, not the checkpoint's pages
+    path.unlink()
+    assert torch.equal(resumed.w, first.w)
 
 
 def test_host_placement_is_off_the_device_and_changes_no_number(monkeypatch):

@@ -23,15 +23,18 @@ from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.memory import (
     EVAL_COPIES,
     MIB,
+    TRANSIENT_COPIES,
     activation_elements,
     budget_bytes,
     cgroup_limit,
+    data_bytes,
     evaluation_bytes,
     limit_rows,
     plan_memory,
     plan_rows,
     row_bytes,
     row_chunks,
+    tensor_bytes,
 )
 from hetfl.engine.participation import participation_schedule
 from tests.conftest import tiny_federation
@@ -148,6 +151,51 @@ def test_limit_rows_keeps_the_model_and_refuses_zero():
         limit_rows(model, 0)
 
 
+@pytest.mark.parametrize("limit", [None, 2])
+def test_under_a_row_limit_each_chunk_takes_all_its_steps_on_the_same_draws(limit):
+    """Local SGD's minibatches (``chunks_through_steps``): without a limit step by step; under one, every step
+    drawn first, then each chunk of rows through all its steps (heterogeneous: 4, 4 and 1 rows working) before
+    the next; either way every row gets the same samples at every step."""
+    from hetfl.engine.grad import chunks_through_steps
+    from hetfl.engine.sampler import BatchSampler
+
+    fed = tiny_federation("dnn", sizes=(5, 7, 6, 9))
+    limit_rows(fed.model, limit)
+    sampler = BatchSampler(fed.train.sizes, 3, torch.Generator().manual_seed(0))
+    clients = torch.tensor([3, 1, 0, 2])
+    order, seen = [], {}
+    for s, batch in chunks_through_steps(fed, sampler, clients, [4, 4, 1]):
+        order.append((s.start, s.stop))
+        for row, x in zip(range(s.start, s.stop), batch.x, strict=True):
+            seen.setdefault(row, []).append(x)
+    if limit is None:
+        assert order == [(0, 4), (0, 4), (0, 1)]
+    else:
+        assert order == [(0, 2), (0, 2), (0, 1), (2, 4), (2, 4)]
+    replay = BatchSampler(fed.train.sizes, 3, torch.Generator().manual_seed(0))
+    for step, m in enumerate([4, 4, 1]):
+        pos, _ = replay.next(clients[:m])
+        x, _ = fed.train.gather(clients[:m], pos)
+        for row in range(m):
+            assert torch.equal(seen[row][step], x[row])
+
+
+def test_pfedme_under_a_row_limit_stacks_one_chunk_of_clients_at_a_time(monkeypatch):
+    """pFedMe trains every client each round (``train_clients: all``): under a row limit each chunk of clients
+    takes its R local rounds and goes into the per-client stacks before the next starts, so the round never
+    stacks the N clients' models (only a chunk's), and the result is the unchunked one."""
+    import hetfl.algorithms.personalized.pfedme as pfedme
+
+    name, _, hp, sampling, make = FEDERATION_CASES["pfedme-epoch"]
+    want = _run(name, hp, sampling, make, torch.float64, None)
+    stacked = []
+    real = pfedme.broadcast
+    monkeypatch.setattr(pfedme, "broadcast", lambda params, n: stacked.append(n) or real(params, n))
+    got = _run(name, hp, sampling, make, torch.float64, 2)
+    _assert_identical(got, want)
+    assert stacked and max(stacked) == 2
+
+
 def test_chunks_are_the_fewest_and_near_equal():
     fed = tiny_federation("dnn", sizes=(5,) * 10)
     limit_rows(fed.model, 8)
@@ -210,6 +258,32 @@ def test_plan_memory_shrinks_rows_with_the_budget():
     assert tight.rows == 5 and tight.fits
     assert not plan_memory(fed, algorithm, big.resident_bytes, 4).fits
     json.dumps(tight.record())
+
+
+@pytest.mark.parametrize(
+    "name,hp,stacked",
+    [
+        ("fedavg", {"clients_per_round": 5}, 5),
+        ("pfedme", {"clients_per_round": 5}, 5),  # all N train, a chunk at a time: S uploaded
+        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5),
+        ("perfedavg", {"clients_per_round": 5}, 20),  # every client adapted for the evaluation
+        ("fedavg_ft", {"clients_per_round": 5}, 20),
+        ("fedalt", {"clients_per_round": 5}, 20),
+    ],
+)
+def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked):
+    """The round's transient stacks are counted for the clients an algorithm really stacks: all N where every
+    client is adapted for its evaluation, not the S sampled; pFedMe trains all N but stacks them a chunk of
+    rows at a time (counted per row of a call), then uploads S."""
+    fed = tiny_federation("dnn", sizes=(5,) * 20)
+    cls = get_algorithm(name, environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4, **hp}, "t"), 0)
+    assert algorithm.stacked_clients == stacked
+    plan = plan_memory(fed, algorithm, 1 << 30, 4)
+    size = torch.empty((), dtype=fed.dtype).element_size()
+    state = tensor_bytes(vars(algorithm), algorithm.eval_models(), keep=lambda t: True)
+    transient = stacked * size * TRANSIENT_COPIES * fed.model.num_parameters()
+    assert plan.resident_bytes == data_bytes(fed) + state + transient
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["block-rows", "packed"])

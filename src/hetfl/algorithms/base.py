@@ -68,6 +68,15 @@ class Algorithm(ABC):
         s = getattr(self.hp, "clients_per_round", None)
         return self.env.num_clients if s is None else s
 
+    @property
+    def stacked_clients(self) -> int:
+        """The most clients whose models a round or an evaluation stacks at once (``[rows, ...]`` local
+        models and their updates, beside the state the algorithm keeps): :attr:`clients_per_round` S,
+        unless every client's model is adapted for its evaluation in one stack (then N). Clients trained a
+        chunk of rows at a time (``hetfl.engine.grad.chunks_through_steps``) count per row of a call, not
+        here. The memory plan counts these rows (``hetfl.engine.memory.plan_memory``)."""
+        return self.clients_per_round
+
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
         """Checks across hyper-parameters and run settings (e.g. the model's split), at config time.
@@ -169,9 +178,15 @@ class FederatedAlgorithm(Algorithm):
 
         Momentum buffers follow the model: build the optimizer anew for clients that start a round from the
         server's model (stateless clients start each round with zero momentum); keep it (an attribute,
-        saved in checkpoints with the algorithm) for clients that keep their model across rounds.
+        saved in checkpoints with the algorithm) for clients that keep their model across rounds. The
+        buffers of models placed off the device (per-client state, ``hetfl.engine.state``) are placed by the
+        federation's ``states`` too (``[N, ...]`` stacks like the models).
         """
-        return ClientOptimizer(self.hp, params, keys)
+        states = self.fed.states
+        kept = any(states.is_off(v) for v in params.values())
+        return ClientOptimizer(
+            self.hp, params, keys, zeros=(lambda like: states.zeros(like, idle=False)) if kept else None
+        )
 
     def lr_at(self, t: int, lr: float | None = None) -> float:
         """The step size ``lr`` (None: ``hp.lr``) in round ``t`` (1-based) under the run's ``lr_schedule``

@@ -10,7 +10,13 @@ metrics files end up byte-identical to an uninterrupted run's (tested for every 
 A checkpoint is only used by the run that wrote it: it stores a ``key`` (hash of the resolved run
 spec, the seed and the code fingerprint); a checkpoint with another key is ignored and replaced.
 Files are written atomically (temporary file, then rename), so a kill while saving leaves the
-previous checkpoint intact. The file is a pickle: load only checkpoints this workflow wrote.
+previous checkpoint intact. The file is ``torch.save``'s archive: the algorithm's object graph pickled
+without its tensors, and every tensor's storage as a record of its own, written straight from where it lies.
+Saving therefore copies no state into memory, and loading maps the file (``torch.load(mmap=True)``): the
+per-client stacks a run keeps off the device (``hetfl.engine.state``: a memory-mapped file larger than the
+job's memory) go from the checkpoint into their own files page by page, so a job checkpoints and resumes
+within the same memory it trains in. The pickled graph is a pickle: load only checkpoints this workflow
+wrote.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 import torch
 
-FORMAT = 1  # bump when the layout changes: older checkpoints are then ignored
+FORMAT = 2  # bump when the layout changes: older checkpoints are then ignored
 
 
 @dataclass
@@ -67,21 +73,36 @@ def _shared_objects(root: Any, depth: int = 4) -> dict[int, tuple[str, Any]]:
 
 
 class _Pickler(pickle.Pickler):
+    """Pickles the environment's objects as references (their access paths) and every other tensor as its
+    index in ``tensors`` (saved by ``torch.save`` beside the pickle), one index per tensor object."""
+
     def __init__(self, file, shared: dict[int, tuple[str, Any]]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.shared = shared
+        self.tensors: list[torch.Tensor] = []
+        self._index: dict[int, int] = {}
 
     def persistent_id(self, obj):
         entry = self.shared.get(id(obj))
-        return None if entry is None else entry[0]
+        if entry is not None:
+            return entry[0]
+        if isinstance(obj, torch.Tensor):
+            if id(obj) not in self._index:
+                self._index[id(obj)] = len(self.tensors)
+                self.tensors.append(obj)
+            return ("tensor", self._index[id(obj)])
+        return None
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, objects: dict[str, Any]):
+    def __init__(self, file, objects: dict[str, Any], tensors: list[torch.Tensor]):
         super().__init__(file)
         self.objects = objects
+        self.tensors = tensors
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "tensor":
+            return self.tensors[pid[1]]
         if pid not in self.objects:
             raise pickle.UnpicklingError(f"checkpoint refers to '{pid}', which the rebuilt environment lacks")
         return self.objects[pid]
@@ -109,14 +130,15 @@ def save_checkpoint(
     Raises:
         pickle.PicklingError / TypeError: the algorithm holds an object that cannot be saved (a lambda).
     """
-    shared = _shared_objects(algorithm.env)
     state = io.BytesIO()
-    _Pickler(state, shared).dump(vars(algorithm))
+    pickler = _Pickler(state, _shared_objects(algorithm.env))
+    pickler.dump(vars(algorithm))
     record = {
         "format": FORMAT,
         "key": key,
         "round": int(round_done),
-        "state": state.getvalue(),
+        "state": state.getvalue(),  # the object graph without its tensors (small)
+        "tensors": pickler.tensors,  # written by torch.save from their storages, no copy
         "metrics": metrics,
         "client_metrics": client_metrics,
         "elapsed_s": float(elapsed_s),
@@ -126,7 +148,7 @@ def save_checkpoint(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
+        torch.save(record, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -143,10 +165,11 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
     path = Path(path)
     if not path.is_file():
         return None
-    try:
-        with open(path, "rb") as f:
-            record = pickle.load(f)
-    except Exception:  # unreadable or truncated: start afresh (it is overwritten at the next save)
+    try:  # the tensors mapped from the file, not read (a checkpoint may exceed the job's memory)
+        record = torch.load(path, mmap=True, weights_only=False)
+    except (
+        Exception
+    ):  # unreadable, truncated or of an older format: start afresh (overwritten at the next save)
         return None
     if (
         not isinstance(record, dict)
@@ -156,23 +179,46 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
     ):
         return None
     objects = {p: obj for p, obj in _shared_objects(algorithm.env).values()}
+    tensors = record["tensors"]
     try:
-        state = _Unpickler(io.BytesIO(record["state"]), objects).load()
+        state = _Unpickler(io.BytesIO(record["state"]), objects, tensors).load()
     except Exception:  # e.g. the rebuilt environment lacks an object it refers to: start afresh
         return None
-    _restore_in_place(vars(algorithm), state, getattr(algorithm.env, "states", None))
+    restored = _restore_in_place(vars(algorithm), state, getattr(algorithm.env, "states", None))
+    _into_memory([t for t in tensors if id(t) not in restored])
     vars(algorithm).update(state)
     return Resumed(record["round"], record["metrics"], record["client_metrics"], record["elapsed_s"])
 
 
-def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: Any) -> None:
+def _into_memory(tensors: list[torch.Tensor]) -> None:
+    """Give every CPU tensor loaded from the checkpoint's mapping a storage of its own in memory (in place:
+    same tensor objects, layouts and storage sharing), so that the state a run goes on with never depends on
+    the checkpoint file (which the next save replaces and the run's end removes)."""
+    copies: dict[int, torch.UntypedStorage] = {}
+    with torch.no_grad():
+        for t in tensors:
+            if t.device.type != "cpu":
+                continue
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in copies:
+                copies[storage.data_ptr()] = storage.clone()
+            t.set_(copies[storage.data_ptr()], t.storage_offset(), t.size(), t.stride())
+
+
+def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: Any) -> set[int]:
     """Per-client stacks the fresh algorithm placed off the device (``hetfl.engine.state``: host memory, a
     memory-mapped file) take the checkpoint's values in place, so that a resumed run keeps their placement
-    (the loaded copies are in RAM); ``loaded`` is changed to refer to them."""
+    (the loaded tensors, mapped from the checkpoint, are copied page by page); ``loaded`` is changed to refer
+    to them. Objects of the same class (an optimizer and its buffers) are restored attribute by attribute.
+    Returns the ids of the loaded tensors so consumed."""
+    consumed: set[int] = set()
     if states is None:
-        return
+        return consumed
     for name, new in loaded.items():
         old = current.get(name)
+        if type(old) is type(new) and hasattr(old, "__dict__") and not isinstance(old, (type, torch.Tensor)):
+            consumed |= _restore_in_place(vars(old), vars(new), states)  # e.g. an optimizer's buffers
+            continue
         if not (isinstance(old, dict) and isinstance(new, dict) and old and old.keys() == new.keys()):
             continue
         pairs = [(old[k], new[k]) for k in old]
@@ -185,4 +231,6 @@ def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: A
         ):
             for o, n in pairs:
                 o.copy_(n)
+                consumed.add(id(n))
             loaded[name] = old
+    return consumed

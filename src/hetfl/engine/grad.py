@@ -62,10 +62,12 @@ def local_sgd(
     working (τ_c > k) are the first m_k rows; step k draws minibatches for ``clients[:m_k]`` only (one
     ``sampler.next`` call, in row order) and updates those rows in place, the others keep their models.
 
-    Under a memory budget (the model's calls limited to ``max_rows`` clients, ``hetfl.engine.memory``), a
-    step's m rows are drawn at once as above (the same minibatches) and then gathered, differentiated,
-    corrected and stepped chunk by chunk: one chunk's minibatches and gradients are resident, not every
-    row's; each row's numbers are the same.
+    Under a memory budget (the model's calls limited to ``max_rows`` clients, ``hetfl.engine.memory``), every
+    step's minibatches are drawn first, as above (the same draws, in the same order), then each chunk of rows
+    takes all its local steps before the next chunk starts (:func:`chunks_through_steps`): one chunk's
+    minibatches and gradients are resident, not every row's, and a stack placed off the device
+    (``hetfl.engine.state``: a memory-mapped file) has each chunk's rows touched while they are in memory,
+    once a round, not once a step. Each row's numbers are the same.
 
     Args:
         params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
@@ -93,18 +95,45 @@ def local_sgd(
     keys = list(params) if keys is None else keys
     if not keys:
         return params
-    for m in _working_rows(steps, len(clients)):
-        for s, batch in row_batches(fed, sampler, clients[:m], split):  # the first m rows' minibatches
-            rows = {k: v[s] for k, v in params.items()}  # views of the stack's rows s
-            _, grads = client_grads(fed.model, rows, batch)
-            if correction is not None:
-                correction(rows, grads, s)
-            if optimizer is not None:
-                optimizer.step(rows, grads, lr, s)
-                continue
-            with torch.no_grad():
-                torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
+    for s, batch in chunks_through_steps(fed, sampler, clients, _working_rows(steps, len(clients)), split):
+        rows = {k: v[s] for k, v in params.items()}  # views of the stack's rows s
+        _, grads = client_grads(fed.model, rows, batch)
+        if correction is not None:
+            correction(rows, grads, s)
+        if optimizer is not None:
+            optimizer.step(rows, grads, lr, s)
+            continue
+        with torch.no_grad():
+            torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
     return params
+
+
+def chunks_through_steps(
+    fed: Federation, sampler: BatchSampler, clients: Tensor, working: list[int], split: str = "train"
+) -> Iterator[tuple[slice, Batch]]:
+    """The minibatches of local steps k = 0, 1, ... of ``clients [C]``, step k for its first ``working[k]``
+    rows (non-increasing), in the order a batched loop consumes them: yields ``(s, batch)``, ``s`` a slice of
+    the rows and ``batch`` their step's minibatches (:func:`gather_chunks`).
+
+    Without a row limit (``hetfl.engine.memory.row_chunks`` None): step by step, each step's rows in one
+    batch, each step drawn when it comes. Under one: every step's minibatches drawn first (one
+    ``sampler.next`` a step, in step order: the same draws), then chunk by chunk of the C rows, each chunk
+    through all its steps before the next; the caller's step on ``s`` may only touch the rows ``s``.
+    """
+    chunks = row_chunks(fed.model, len(clients))
+    if chunks is None:
+        for m in working:
+            yield from row_batches(fed, sampler, clients[:m], split)  # the first m rows' minibatches
+        return
+    draws = [(sampler.owners(clients[:m]), *sampler.next(clients[:m])) for m in working]
+    data = getattr(fed, split)
+    for chunk in chunks:
+        for owners, pos, mask in draws:
+            s = slice(chunk.start, min(chunk.stop, len(owners)))
+            if s.start >= s.stop:  # this chunk's rows have taken all their steps
+                break
+            x, y = data.gather(owners[s], pos[s])
+            yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=bool(mask.all()))
 
 
 def drawn_grads(

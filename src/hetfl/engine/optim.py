@@ -20,6 +20,7 @@ a step is ``w ← w − lr · g``, exactly the plain SGD the papers' algorithms 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,6 +51,10 @@ def scheduled_lr(lr: float, t: int, hp: Any, rounds: int | None = None) -> float
     return lr
 
 
+def _zeros_like(params: Params) -> Params:
+    return {k: torch.zeros_like(v) for k, v in params.items()}
+
+
 class ClientOptimizer:
     """SGD with momentum, weight decay and gradient clipping for ``[C, ...]`` stacked client models.
 
@@ -57,17 +62,27 @@ class ClientOptimizer:
         hp: hyper-parameters with ``momentum``, ``weight_decay``, ``clip_norm`` (absent: 0, 0, None).
         template: parameters ``[C, ...]`` of the C models it will update (shapes of the momentum buffers).
         keys: the parameters it updates (default: all of ``template``).
+        zeros: makes the zero momentum buffers from ``template``'s ``keys`` (None: ``torch.zeros_like``, on
+            ``template``'s device); e.g. ``ClientStates.zeros``, for the buffers of per-client models kept off
+            the device (``hetfl.engine.state``).
 
     The momentum buffers start at zero (PyTorch's first step, b = g); :meth:`reset` zeroes them (a client
     that starts a new round from the server's model). They are part of the algorithm's state (checkpoints).
     """
 
-    def __init__(self, hp: Any, template: Params, keys: list[str] | None = None):
+    def __init__(
+        self,
+        hp: Any,
+        template: Params,
+        keys: list[str] | None = None,
+        zeros: Callable[[Params], Params] | None = None,
+    ):
         self.momentum = float(getattr(hp, "momentum", 0.0))
         self.weight_decay = float(getattr(hp, "weight_decay", 0.0))
         self.clip_norm = getattr(hp, "clip_norm", None)
         self.keys = list(template) if keys is None else list(keys)
-        self.buf = {k: torch.zeros_like(template[k]) for k in self.keys} if self.momentum else None
+        like = {k: template[k] for k in self.keys}
+        self.buf = None if not self.momentum else (zeros or _zeros_like)(like)
 
     @property
     def plain(self) -> bool:

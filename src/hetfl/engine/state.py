@@ -121,8 +121,8 @@ class ClientStates:
     def keep(self, state: Params, new: Params) -> Params:
         """The per-client stack to hold from now on when every row of ``state [N, ...]`` was recomputed as
         ``new [N, ...]``: ``new`` itself when ``state`` is on the device (no copy), else ``state`` with ``new``
-        copied into it, so that the stack keeps its place."""
-        if not any(self.is_off(v) for v in state.values()):
+        copied into it, so that the stack keeps its place (``state`` itself when ``new`` is ``state``)."""
+        if new is state or not any(self.is_off(v) for v in state.values()):
             return new
         for k, v in new.items():
             state[k].copy_(v)

@@ -47,6 +47,11 @@ class FedAvgFT(FedAvg):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
+    @property
+    def stacked_clients(self) -> int:
+        """N: the evaluation adapts every client's copy of the global model in one stack."""
+        return self.fed.num_clients
+
     def round(self, t, sampled) -> None:
         self.t = t
         super().round(t, sampled)

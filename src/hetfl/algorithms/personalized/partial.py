@@ -78,6 +78,11 @@ class PartialPersonalization(FederatedAlgorithm):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
+    @property
+    def stacked_clients(self) -> int:
+        """N: every client's personal model is composed (and fine-tuned) in one stack for the evaluation."""
+        return self.fed.num_clients
+
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
         if settings["model"]["split"] == "none":

@@ -47,6 +47,7 @@ carried over its R local updates. The defaults are the paper's plain step.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -54,7 +55,8 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
-from hetfl.engine.grad import client_grads, row_batches
+from hetfl.engine.grad import chunks_through_steps, client_grads
+from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.engine.state import put
@@ -101,29 +103,54 @@ class PFedMe(FederatedAlgorithm):
         self.local = fed.states.stack(self.w, fed.num_clients, idle)
         self.carry_input_product: bool | None = None  # _inner_steps_carried: None where cheaper; True, False
 
-    def _local_rounds(self, clients: Tensor, t: int) -> tuple[Params, Params]:
+    def _local_rounds(
+        self, clients: Tensor, t: int, into: tuple[Params, Params] | None = None
+    ) -> tuple[Params, Params]:
         """R local rounds of ``clients [C]`` from w_t in round ``t``.
 
+        Without a row limit every client's rounds run in one stack. Under a memory budget (``hetfl.engine
+        .memory``) the rounds' minibatches are drawn first, round by round (the same draws), and each chunk of
+        clients then takes all R rounds before the next (``hetfl.engine.grad.chunks_through_steps``): only a
+        chunk's models are stacked. Each client's numbers are the same either way.
+
+        Args:
+            into: per-client stacks ``(θ̃, w_{i,R})`` ``[N, ...]``: under a row limit each chunk's results go
+                into their rows ``clients`` as the chunk ends (``hetfl.engine.state.put``, wherever the stacks
+                are placed), so that no ``[C, ...]`` stack of the round is made (every client trains, ``train_
+                clients: all``: the round then needs one chunk's models, not N); returned as given.
+
         Returns:
-            (θ̃ [C, ...], w_{i,R} [C, ...]).
+            (θ̃ [C, ...], w_{i,R} [C, ...]), or ``into`` when the chunks were written there.
         """
-        hp = self.hp
-        local = broadcast(self.w, len(clients))  # w_{i,0} = w_t
-        theta = clone(local)
-        opt, lr = self.client_optimizer(local), self.lr_at(t)  # zero momentum: every round starts from w_t
-        for _ in range(hp.local_steps):
+        parts = self._chunk_rounds(clients, t)
+        if into is not None and row_chunks(self.fed.model, len(clients)) is not None:
+            for s, theta, local in parts:
+                put(into[0], clients[s], theta)
+                put(into[1], clients[s], local)
+            return into
+        return stitch(((s, (theta, local)) for s, theta, local in parts), len(clients))
+
+    def _chunk_rounds(self, clients: Tensor, t: int) -> Iterator[tuple[slice, Params, Params]]:
+        """The R local rounds of each chunk of ``clients`` in turn (one chunk of all C without a row limit):
+        yields ``(s, θ̃ [r, ...], w_{i,R} [r, ...])`` for the rows ``s`` as each chunk ends."""
+        hp, rounds = self.hp, self.hp.local_steps
+        lr = self.lr_at(t)
+        steps = chunks_through_steps(self.fed, self.sampler, clients, [len(clients)] * rounds)
+        for i, (s, batch) in enumerate(steps):  # every row works every round: R batches a chunk
+            if i % rounds == 0:
+                local = broadcast(self.w, s.stop - s.start)  # w_{i,0} = w_t
+                theta = clone(local)
+                opt = self.client_optimizer(local)  # zero momentum: every round starts from w_t
             if hp.inner_init == "local":
                 theta = clone(local)
-            # one D_i for all K inner steps; under a memory budget the rows' inner problems are solved chunk
-            # by chunk (each row's numbers are the same), one chunk's minibatches resident at a time
-            for s, batch in row_batches(self.fed, self.sampler, clients):
-                rows_theta, rows_local = ({k: v[s] for k, v in p.items()} for p in (theta, local))  # views
-                if self._carry_input_product(batch):
-                    self._inner_steps_carried(rows_theta, rows_local, batch)
-                else:
-                    self._inner_steps(rows_theta, rows_local, batch)
+            # one D_i for all K inner steps
+            if self._carry_input_product(batch):
+                self._inner_steps_carried(theta, local, batch)
+            else:
+                self._inner_steps(theta, local, batch)
             self._local_update(opt, local, theta, lr)
-        return theta, local
+            if i % rounds == rounds - 1:
+                yield s, theta, local
 
     @torch.no_grad()
     def _local_update(self, opt: ClientOptimizer, local: Params, theta: Params, lr: float) -> None:
@@ -197,7 +224,7 @@ class PFedMe(FederatedAlgorithm):
     def round(self, t: int, sampled: Tensor) -> None:
         if self.hp.train_clients == "all":
             clients = self.fed.all_clients()
-            theta, local = self._local_rounds(clients, t)
+            theta, local = self._local_rounds(clients, t, into=(self.theta, self.local))
             self.theta, self.local = (
                 self.fed.states.keep(self.theta, theta),
                 self.fed.states.keep(self.local, local),
