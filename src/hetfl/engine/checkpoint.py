@@ -165,11 +165,11 @@ def load_checkpoint(path: Path | str, key: str, algorithm: Any) -> Resumed | Non
     path = Path(path)
     if not path.is_file():
         return None
-    try:  # the tensors mapped from the file, not read (a checkpoint may exceed the job's memory)
+    # the tensors mapped from the file, not read (a checkpoint may exceed the job's memory); a file that is
+    # unreadable, truncated or of an older format: start afresh (it is overwritten at the next save)
+    try:
         record = torch.load(path, mmap=True, weights_only=False)
-    except (
-        Exception
-    ):  # unreadable, truncated or of an older format: start afresh (overwritten at the next save)
+    except Exception:
         return None
     if (
         not isinstance(record, dict)

@@ -160,17 +160,27 @@ def drawn_grads(
     Returns:
         ``copies`` dicts of ``Tensor[C, ...]``: the gradients of every client's j-th model.
     """
+    return stitch(drawn_chunks(fed, sampler, clients, params_of, copies, split), len(clients))
 
-    def part(s: slice, batch: Batch) -> tuple[Params, ...]:
+
+def drawn_chunks(
+    fed: Federation,
+    sampler: BatchSampler,
+    clients: Tensor,
+    params_of: Callable[[slice], Params],
+    copies: int = 1,
+    split: str = "train",
+) -> Iterator[tuple[slice, tuple[Params, ...]]]:
+    """:func:`drawn_grads` chunk by chunk, not stitched: yields ``(s, grads)``, ``grads`` the ``copies``
+    gradient dicts ``[r, ...]`` of the clients ``clients[s]``. ``params_of(s)`` is called when chunk ``s``
+    comes, after the caller has handled the chunks before it: an algorithm that steps each chunk's rows as
+    they come never holds the C clients' gradients (the draws are made at once, before the first chunk)."""
+    for s, batch in row_batches(fed, sampler, clients, split):
         if copies > 1:
             batch = Batch(*(torch.cat([a] * copies) for a in (batch.x, batch.y, batch.mask)), full=batch.full)
         _, grads = client_grads(fed.model, params_of(s), batch)
         r = s.stop - s.start
-        return tuple({k: g[j * r : (j + 1) * r] for k, g in grads.items()} for j in range(copies))
-
-    return stitch(
-        ((s, part(s, batch)) for s, batch in row_batches(fed, sampler, clients, split)), len(clients)
-    )
+        yield s, tuple({k: g[j * r : (j + 1) * r] for k, g in grads.items()} for j in range(copies))
 
 
 def row_batches(

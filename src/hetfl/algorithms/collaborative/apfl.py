@@ -29,10 +29,9 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
     flatten,
-    stacked_rows,
 )
-from hetfl.engine.grad import drawn_grads
-from hetfl.engine.params import Params
+from hetfl.engine.grad import drawn_chunks
+from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 
 
@@ -68,9 +67,11 @@ class APFL(CollaborativeAlgorithm):
         self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
         self.clients = fed.all_clients()
 
-    def _mixture(self, w: Params) -> Params:
-        """v̄_k = α_k v_k + (1 − α_k) w (``w`` of shape [N, ...] or [1, ...])."""
-        return {k: _rows(self.mix, v) * v + (1 - _rows(self.mix, v)) * w[k] for k, v in self.v.items()}
+    def _mixture(self, w: Params, s: slice = slice(None)) -> Params:
+        """v̄_k = α_k v_k + (1 − α_k) w of the clients ``s`` (all: ``w`` of shape [N, ...] or [1, ...]; a
+        chunk: ``w`` its rows ``[r, ...]``)."""
+        mix = self.mix[s]
+        return {k: _rows(mix, v[s]) * v[s] + (1 - _rows(mix, v[s])) * w[k] for k, v in self.v.items()}
 
     def round(self, t, sampled) -> None:
         with torch.no_grad():
@@ -80,17 +81,25 @@ class APFL(CollaborativeAlgorithm):
         self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        mixed = self._mixture(self.local)  # v̄_k = α v_k + (1 − α) w_k
-        # w_k and v̄_k of a chunk of clients in one call, on the same minibatch B_k; g_bar = ∇f_k(v̄_k; B_k)
-        g_w, g_bar = drawn_grads(
-            self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, mixed, s), 2
-        )
-        g_v = {k: g * _rows(self.mix, g) for k, g in g_bar.items()}  # ∇_v f_k(v̄_k) = α_k ∇f_k(v̄_k)
-        if self.hp.adaptive:  # α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k)⟩, 0, 1), after its use
-            diff = flatten(self.v) - flatten(self.local)
-            self.mix = (self.mix - self.hp.mix_lr * (diff * flatten(g_bar)).sum(1)).clamp_(0.0, 1.0)
-        self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)
-        self.opt_v.step(self.v, g_v, self.lr_at(t))  # v_k ← v_k − η α ∇f_k(v̄_k; B_k)
+        lr = self.lr_at(t)
+        mix = self.mix.clone() if self.hp.adaptive else self.mix  # α_k after this step
+
+        def models(s: slice) -> Params:  # w_k and v̄_k = α v_k + (1 − α) w_k of the chunk's clients
+            local = rows(self.local, s)
+            mixed = self._mixture(local, s)
+            return {k: torch.cat([local[k], mixed[k]]) for k in local}
+
+        # w_k and v̄_k of a chunk of clients in one call, on the same minibatch B_k; g_bar = ∇f_k(v̄_k; B_k);
+        # each chunk (all clients without a memory budget) steps before the next is differentiated
+        for s, (g_w, g_bar) in drawn_chunks(self.fed, self.sampler, self.clients, models, 2):
+            w, v, alpha = rows(self.local, s), rows(self.v, s), self.mix[s]
+            g_v = {k: g * _rows(alpha, g) for k, g in g_bar.items()}  # ∇_v f_k(v̄_k) = α_k ∇f_k(v̄_k)
+            if self.hp.adaptive:  # α_k ← clip(α_k − η_α ⟨v_k − w_k, ∇f_k(v̄_k)⟩, 0, 1), after its use
+                diff = flatten(v) - flatten(w)
+                mix[s] = (alpha - self.hp.mix_lr * (diff * flatten(g_bar)).sum(1)).clamp_(0.0, 1.0)
+            self.opt_w.step(w, g_w, lr, s)  # w_k ← w_k − η ∇f_k(w_k; B_k)
+            self.opt_v.step(v, g_v, lr, s)  # v_k ← v_k − η α ∇f_k(v̄_k; B_k)
+        self.mix = mix
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self._mixture(self.w)}

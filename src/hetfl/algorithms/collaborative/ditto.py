@@ -29,8 +29,8 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
     stacked_rows,
 )
-from hetfl.engine.grad import drawn_grads
-from hetfl.engine.params import Params
+from hetfl.engine.grad import drawn_chunks
+from hetfl.engine.params import Params, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +68,15 @@ class Ditto(CollaborativeAlgorithm):
         self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        # w_k and v_k of a chunk of clients in one call, on the same minibatch B_k
-        g_w, g_v = drawn_grads(
-            self.fed, self.sampler, self.clients, lambda s: stacked_rows(self.local, self.v, s), 2
-        )
-        g_v = {k: g.add_(self.v[k] - self.w[k], alpha=self.hp.lam) for k, g in g_v.items()}
-        self.opt_w.step(self.local, g_w, self.lr_at(t))  # w_k ← w_k − η ∇f_k(w_k; B_k)
-        self.opt_v.step(self.v, g_v, self.lr_at(t))  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
+        lr = self.lr_at(t)
+        # w_k and v_k of a chunk of clients in one call, on the same minibatch B_k; each chunk (all clients
+        # without a memory budget) steps before the next is differentiated: its rows only
+        models = lambda s: stacked_rows(self.local, self.v, s)  # noqa: E731
+        for s, (g_w, g_v) in drawn_chunks(self.fed, self.sampler, self.clients, models, 2):
+            w, v = rows(self.local, s), rows(self.v, s)
+            g_v = {k: g.add_(v[k] - self.w[k], alpha=self.hp.lam) for k, g in g_v.items()}
+            self.opt_w.step(w, g_w, lr, s)  # w_k ← w_k − η ∇f_k(w_k; B_k)
+            self.opt_v.step(v, g_v, lr, s)  # v_k ← v_k − η (∇f_k(v_k; B_k) + λ(v_k − w^t))
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.v}

@@ -24,8 +24,8 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
-from hetfl.engine.grad import drawn_grads
-from hetfl.engine.params import Params, rows
+from hetfl.engine.grad import local_sgd
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +61,9 @@ class FedAvgSGDM(CollaborativeAlgorithm):
         self.w = self.aggregate(self.theta, self.clients)  # w ← Σ_i p_i θ_i
 
     def step(self, t: int) -> None:
-        (grads,) = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
-        self.opt.step(self.theta, grads, self.lr_at(t))
+        # one step of every client's optimizer on its next minibatch, chunk by chunk under a
+        # memory budget (the N clients' gradients never resident at once)
+        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, self.lr_at(t), optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

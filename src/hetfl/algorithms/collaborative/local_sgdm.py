@@ -18,8 +18,8 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
-from hetfl.engine.grad import drawn_grads
-from hetfl.engine.params import Params, rows
+from hetfl.engine.grad import local_sgd
+from hetfl.engine.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +42,9 @@ class LocalSGDM(CollaborativeAlgorithm):
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))
 
     def step(self, t: int) -> None:
-        (grads,) = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
-        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i)
+        # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i) (a step of the client's optimizer), chunk by chunk under a memory
+        # budget: the N clients' gradients are never resident at once
+        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, self.lr_at(t), optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}
