@@ -4,6 +4,7 @@ federation's ``states`` says, keep their place through training, and change no n
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -175,6 +176,8 @@ class _Holder:
         self.stack = env.states.zeros({"w": torch.empty(64, 1 << 16, dtype=torch.float32)})
         self.stack["w"].copy_(torch.randn(64, 1 << 16, generator=torch.Generator().manual_seed(seed)))
         self.w = torch.randn(10, dtype=torch.float64)
+        self.cycle = SimpleNamespace(stack=self.stack)  # an object that refers to itself (restored once)
+        self.cycle.itself = self.cycle
 
 
 def test_a_checkpoint_of_mapped_state_copies_none_of_it_into_memory(tmp_path):
@@ -209,6 +212,7 @@ def test_a_checkpoint_of_mapped_state_copies_none_of_it_into_memory(tmp_path):
     assert _mapped(resumed.stack) and resumed.env.states.is_off(resumed.stack["w"])
     assert torch.equal(resumed.stack["w"], first.stack["w"]) and torch.equal(resumed.w, first.w)
     assert resumed.w.untyped_storage().filename is None  # in memory, not the checkpoint's pages
+    assert resumed.cycle.itself is resumed.cycle and resumed.cycle.stack["w"] is resumed.stack["w"]
     path.unlink()
     assert torch.equal(resumed.w, first.w)
 

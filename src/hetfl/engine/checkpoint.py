@@ -205,7 +205,9 @@ def _into_memory(tensors: list[torch.Tensor]) -> None:
             t.set_(copies[storage.data_ptr()], t.storage_offset(), t.size(), t.stride())
 
 
-def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: Any) -> set[int]:
+def _restore_in_place(
+    current: dict[str, Any], loaded: dict[str, Any], states: Any, seen: set[int] | None = None
+) -> set[int]:
     """Per-client stacks the fresh algorithm placed off the device (``hetfl.engine.state``: host memory, a
     memory-mapped file) take the checkpoint's values in place, so that a resumed run keeps their placement
     (the loaded tensors, mapped from the checkpoint, are copied page by page); ``loaded`` is changed to refer
@@ -214,10 +216,14 @@ def _restore_in_place(current: dict[str, Any], loaded: dict[str, Any], states: A
     consumed: set[int] = set()
     if states is None:
         return consumed
+    seen = set() if seen is None else seen  # objects visited (cycles)
     for name, new in loaded.items():
         old = current.get(name)
+        if old is new or id(new) in seen:  # the environment's own objects, referenced: nothing to restore
+            continue
         if type(old) is type(new) and hasattr(old, "__dict__") and not isinstance(old, (type, torch.Tensor)):
-            consumed |= _restore_in_place(vars(old), vars(new), states)  # e.g. an optimizer's buffers
+            seen.add(id(new))
+            consumed |= _restore_in_place(vars(old), vars(new), states, seen)  # e.g. an optimizer's buffers
             continue
         if not (isinstance(old, dict) and isinstance(new, dict) and old and old.keys() == new.keys()):
             continue

@@ -126,14 +126,15 @@ def chunks_through_steps(
             yield from row_batches(fed, sampler, clients[:m], split)  # the first m rows' minibatches
         return
     draws = [(sampler.owners(clients[:m]), *sampler.next(clients[:m])) for m in working]
+    full = [bool(mask.all()) for _, _, mask in draws]  # each step's whole draw's, as unchunked
     data = getattr(fed, split)
     for chunk in chunks:
-        for owners, pos, mask in draws:
+        for (owners, pos, mask), whole in zip(draws, full, strict=True):
             s = slice(chunk.start, min(chunk.stop, len(owners)))
             if s.start >= s.stop:  # this chunk's rows have taken all their steps
                 break
             x, y = data.gather(owners[s], pos[s])
-            yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=bool(mask.all()))
+            yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=whole)
 
 
 def drawn_grads(
