@@ -140,10 +140,14 @@ def _checkpoint(algorithm, fresh, round_done: int) -> dict:
         made = time.perf_counter()
         loaded = load_checkpoint(path, "bench", resumed) is not None
         done = time.perf_counter()
-        stacks = [n for n, v in vars(algorithm).items() if isinstance(v, dict) and algorithm.fed.states.is_off(
-            next(iter(v.values()), torch.empty(0)))]  # fmt: skip
+        off = lambda t: isinstance(t, torch.Tensor) and algorithm.fed.states.is_off(t)  # noqa: E731
+        stacks = {
+            n: v
+            for n, v in vars(algorithm).items()
+            if isinstance(v, dict) and v and all(map(off, v.values()))
+        }
         equal = loaded and all(
-            torch.equal(getattr(resumed, n)[k], v) for n in stacks for k, v in getattr(algorithm, n).items()
+            torch.equal(getattr(resumed, n)[k], t) for n, v in stacks.items() for k, t in v.items()
         )
         return {"save_s": saved - start, "load_s": done - made, "resumed_equal": bool(equal)}
     finally:

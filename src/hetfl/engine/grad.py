@@ -133,35 +133,16 @@ def chunks_through_steps(
             s = slice(chunk.start, min(chunk.stop, len(owners)))
             if s.start >= s.stop:  # this chunk's rows have taken all their steps
                 break
-            x, y = data.gather(owners[s], pos[s])
-            yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=whole)
+            yield s, _batch(fed, data, owners[s], pos[s], mask[s], whole)
 
 
 def drawn_grads(
-    fed: Federation,
-    sampler: BatchSampler,
-    clients: Tensor,
-    params_of: Callable[[slice], Params],
-    copies: int = 1,
-    split: str = "train",
-) -> tuple[Params, ...]:
-    """Gradients of ``copies`` models per client on the client's next minibatch: the minibatches of ``clients
-    [C]`` drawn at once (one ``sampler.next``), then gathered and differentiated chunk by chunk
-    (:func:`row_batches`; the chunks' results stitched, ``hetfl.engine.memory.stitch``), so that one chunk's
-    minibatches are resident, not all C clients'.
-
-    The same numbers as ``client_grads(model, params, batch)`` on the whole draw, with ``params`` the
-    ``[copies·C, ...]`` models ordered copy-major and each client's batch repeated for its ``copies`` models
-    (Ditto's w_k and v_k, APFL's w_k and v̄_k: one call).
-
-    Args:
-        params_of: ``s -> Params [copies·r, ...]``, the models of the chunk's clients ``clients[s]`` (r rows),
-            copy-major within the chunk.
-
-    Returns:
-        ``copies`` dicts of ``Tensor[C, ...]``: the gradients of every client's j-th model.
-    """
-    return stitch(drawn_chunks(fed, sampler, clients, params_of, copies, split), len(clients))
+    fed: Federation, sampler: BatchSampler, clients: Tensor, params_of: Callable[[slice], Params]
+) -> Params:
+    """Each client's gradient on its next minibatch, at its model: :func:`drawn_chunks` (one model per client)
+    with the chunks' gradients stitched into ``dict[str, Tensor[C, ...]]`` (``hetfl.engine.memory.stitch``)."""
+    (grads,) = stitch(drawn_chunks(fed, sampler, clients, params_of), len(clients))
+    return grads
 
 
 def drawn_chunks(
@@ -172,10 +153,25 @@ def drawn_chunks(
     copies: int = 1,
     split: str = "train",
 ) -> Iterator[tuple[slice, tuple[Params, ...]]]:
-    """:func:`drawn_grads` chunk by chunk, not stitched: yields ``(s, grads)``, ``grads`` the ``copies``
-    gradient dicts ``[r, ...]`` of the clients ``clients[s]``. ``params_of(s)`` is called when chunk ``s``
-    comes, after the caller has handled the chunks before it: an algorithm that steps each chunk's rows as
-    they come never holds the C clients' gradients (the draws are made at once, before the first chunk)."""
+    """Gradients of ``copies`` models per client on the client's next minibatch, chunk by chunk: the
+    minibatches of ``clients [C]`` drawn at once (one ``sampler.next``, before the first chunk), then gathered
+    and differentiated a chunk at a time (:func:`row_batches`), so that one chunk's minibatches are resident,
+    not all C clients'. ``params_of(s)`` is called when chunk ``s`` comes, after the caller has handled the
+    chunks before it: an algorithm that steps each chunk's rows as they come never holds the C clients'
+    gradients (Ditto, APFL).
+
+    The same numbers as ``client_grads(model, params, batch)`` on the whole draw, with ``params`` the
+    ``[copies·C, ...]`` models ordered copy-major and each client's batch repeated for its ``copies`` models
+    (Ditto's w_k and v_k, APFL's w_k and v̄_k: one call).
+
+    Args:
+        params_of: ``s -> Params [copies·r, ...]``, the models of the chunk's clients ``clients[s]`` (r rows),
+            copy-major within the chunk.
+
+    Yields:
+        ``(s, grads)``: ``grads`` the ``copies`` dicts ``Tensor[r, ...]`` of the clients ``clients[s]``, the
+        gradients of each one's j-th model.
+    """
     for s, batch in row_batches(fed, sampler, clients, split):
         if copies > 1:
             batch = Batch(*(torch.cat([a] * copies) for a in (batch.x, batch.y, batch.mask)), full=batch.full)
@@ -217,12 +213,17 @@ def gather_chunks(
     data = getattr(fed, split)
     chunks = row_chunks(fed.model, len(owners), group)
     if chunks is None:  # one chunk of every row (no slicing)
-        x, y = data.gather(owners, pos)
-        yield slice(0, len(owners)), Batch(x, y, mask.to(fed.device, non_blocking=True), full=full)
+        yield slice(0, len(owners)), _batch(fed, data, owners, pos, mask, full)
         return
     for s in chunks:
-        x, y = data.gather(owners[s], pos[s])
-        yield s, Batch(x, y, mask[s].to(fed.device, non_blocking=True), full=full)
+        yield s, _batch(fed, data, owners[s], pos[s], mask[s], full)
+
+
+def _batch(fed: Federation, data, owners: Tensor, pos: Tensor, mask: Tensor, full: bool) -> Batch:
+    """The drawn minibatches ``pos [r, B]`` of ``owners [r]`` gathered from ``data`` (a split), the mask moved
+    to the device; ``full``: the whole draw's (a chunk's loss takes the mask as the unchunked call would)."""
+    x, y = data.gather(owners, pos)
+    return Batch(x, y, mask.to(fed.device, non_blocking=True), full=full)
 
 
 def _working_rows(steps: int | Tensor, rows: int) -> list[int]:

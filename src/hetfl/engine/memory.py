@@ -231,9 +231,9 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the most clients a round or an
     evaluation stacks (``stacked_clients``: the clients sampled per round, or all N where every client is
     adapted for its evaluation: Per-FedAvg, FedAvg+FT, FFGG; pFedMe's N clients train a chunk of rows at a
-    time, ``hetfl.engine.grad.chunks_through_steps``); their minibatches and gradients are counted per row of a call (every
-    algorithm on client data gathers and differentiates them chunk by chunk: ``hetfl.engine.grad.row_batches``,
-    ``drawn_grads``). An evaluation's working set
+    time, ``hetfl.engine.grad.chunks_through_steps``); their minibatches and gradients are counted per row of
+    a call (every algorithm on client data gathers and differentiates them chunk by chunk:
+    ``hetfl.engine.grad.row_batches``, ``drawn_chunks``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
     """
     model = fed.model

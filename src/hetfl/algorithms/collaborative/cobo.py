@@ -90,7 +90,7 @@ class CoBo(CollaborativeAlgorithm):
     def step(self, t: int) -> None:
         if self.iteration % self.hp.period() == 0:
             self.update_weights()
-        (grads,) = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
+        grads = drawn_grads(self.fed, self.sampler, self.clients, lambda s: rows(self.theta, s))
         w = self.alpha.clone().fill_diagonal_(0.0)
         laplacian = (torch.diag(w.sum(1)) - w).to(
             self.fed.device, self.fed.dtype

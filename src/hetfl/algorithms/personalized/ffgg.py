@@ -94,7 +94,7 @@ class FFGG(PartialPersonalization):
         opt_w = self.client_optimizer(params, self.personal_keys)  # stateless clients: zero momentum
         local_sgd(self.fed, self.sampler, params, sampled, hp.tau, lr_w, optimizer=opt_w)  # Alg. 2
         if hp.local_theta_steps == 0:  # Algorithm 1: one global gradient per client, server step γ_θ
-            (grads,) = drawn_grads(self.fed, self.sampler, sampled, lambda s: rows(params, s))
+            grads = drawn_grads(self.fed, self.sampler, sampled, lambda s: rows(params, s))
             delta = self.aggregate({k: grads[k] for k in self.global_keys}, sampled)
             if self.theta_opt.plain:
                 self.theta = {k: v - lr_theta * delta[k] for k, v in self.theta.items()}
