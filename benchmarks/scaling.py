@@ -51,10 +51,11 @@ RUNS = {  # name -> (algorithm, model, sample shape, hyper-parameters; clients_p
 }
 
 
-def random_federation(clients: int, samples: int, shape: tuple[int, ...], model: str):
+def random_federation(clients: int, samples: int, shape: tuple[int, ...], model: str, personal: str = "none"):
     """A federation of ``clients`` clients with ``samples`` training and ``samples // 4`` (at least 1) test
     samples each of ``shape``: random normal inputs and labels in 0..9 (NumPy seed 0), float32, on the CPU,
-    with the default ``model`` (a config name) for 10 classes."""
+    with the default ``model`` (a config name) for 10 classes, its personal parameters those of the split
+    ``personal`` (``hetfl.models.adapters``)."""
     import numpy as np
     import torch
 
@@ -68,7 +69,7 @@ def random_federation(clients: int, samples: int, shape: tuple[int, ...], model:
         ys = [rng.integers(0, 10, size=n) for _ in range(clients)]
         return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
 
-    spec = normalize_model_spec({"name": model}, "model")
+    spec = normalize_model_spec({"name": model, "split": personal}, "model")
     return Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
 
 

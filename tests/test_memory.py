@@ -261,28 +261,36 @@ def test_plan_memory_shrinks_rows_with_the_budget():
 
 
 @pytest.mark.parametrize(
-    "name,hp,stacked",
+    "name,hp,stacked,personal",
     [
-        ("fedavg", {"clients_per_round": 5}, 5),
-        ("pfedme", {"clients_per_round": 5}, 5),  # all N train, a chunk at a time: S uploaded
-        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5),
-        ("perfedavg", {"clients_per_round": 5}, 20),  # every client adapted for the evaluation
-        ("fedavg_ft", {"clients_per_round": 5}, 20),
-        ("fedalt", {"clients_per_round": 5}, 20),
+        ("fedavg", {"clients_per_round": 5}, 5, False),
+        ("pfedme", {"clients_per_round": 5}, 5, False),  # all N train, a chunk at a time: S uploaded
+        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5, False),
+        ("perfedavg", {"clients_per_round": 5}, 20, False),  # every client adapted for the evaluation
+        ("fedavg_ft", {"clients_per_round": 5}, 20, False),
+        ("fedavg_ft", {"clients_per_round": 5, "finetune": "personal"}, 20, True),  # the rest viewed
+        ("fedalt", {"clients_per_round": 5}, 20, True),  # N personal parts, θ viewed; S whole models a round
     ],
 )
-def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked):
+def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked, personal):
     """The round's transient stacks are counted for the clients an algorithm really stacks: all N where every
-    client is adapted for its evaluation, not the S sampled; pFedMe trains all N but stacks them a chunk of
-    rows at a time (counted per row of a call), then uploads S."""
-    fed = tiny_federation("dnn", sizes=(5,) * 20)
+    client is adapted for its evaluation, not the S sampled (only their personal parameters where the others
+    are viewed, not copied, then at least S whole models for a round); pFedMe trains all N but stacks them a
+    chunk of rows at a time (counted per row of a call), then uploads S."""
+    fed = tiny_federation("dnn", sizes=(5,) * 20, split="output")
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4, **hp}, "t"), 0)
     assert algorithm.stacked_clients == stacked
     plan = plan_memory(fed, algorithm, 1 << 30, 4)
+    # planning adapts no client (that would run before the run's row limit is set): nothing cached
+    assert getattr(algorithm, "_cache", None) is None and algorithm.evaluation_adapts == (stacked == 20)
     size = torch.empty((), dtype=fed.dtype).element_size()
-    state = tensor_bytes(vars(algorithm), algorithm.eval_models(), keep=lambda t: True)
-    transient = stacked * size * TRANSIENT_COPIES * fed.model.num_parameters()
+    state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=lambda t: True)
+    parameters = per_row = fed.model.num_parameters()
+    if personal:
+        per_row = sum(math.prod(fed.model.shapes()[k][0]) for k in fed.model.personal_keys())
+        assert 0 < per_row < parameters
+    transient = max(5 * parameters, stacked * per_row) * size * TRANSIENT_COPIES
     assert plan.resident_bytes == data_bytes(fed) + state + transient
 
 

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
+from hetfl.engine.memory import TRANSIENT_COPIES
 from hetfl.engine.optim import ClientOptimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, average
 from hetfl.engine.rng import generator
@@ -68,14 +69,40 @@ class Algorithm(ABC):
         s = getattr(self.hp, "clients_per_round", None)
         return self.env.num_clients if s is None else s
 
+    evaluation_adapts: ClassVar[bool] = False
+    """True where :meth:`eval_models` adapts every client's model for the evaluation, in one stack it computes
+    (Per-FedAvg, FedAvg+FT, FFGG/FedAlt/FedSim), rather than returning models the algorithm holds."""
+
     @property
     def stacked_clients(self) -> int:
         """The most clients whose models a round or an evaluation stacks at once (``[rows, ...]`` local
         models and their updates, beside the state the algorithm keeps): :attr:`clients_per_round` S,
-        unless every client's model is adapted for its evaluation in one stack (then N). Clients trained a
-        chunk of rows at a time (``hetfl.engine.grad.chunks_through_steps``) count per row of a call, not
-        here. The memory plan counts these rows (``hetfl.engine.memory.plan_memory``)."""
-        return self.clients_per_round
+        unless every client's model is adapted for its evaluation in one stack (:attr:`evaluation_adapts`:
+        then N). Clients trained a chunk of rows at a time (``hetfl.engine.grad.chunks_through_steps``) count
+        per row of a call, not here. The memory plan counts these rows (``hetfl.engine.memory.plan_memory``)."""
+        return self.env.num_clients if self.evaluation_adapts else self.clients_per_round
+
+    def held_models(self) -> dict:
+        """The models the memory plan counts as held (``hetfl.engine.memory.plan_memory``, before the first
+        round): :meth:`eval_models`, or none where the evaluation adapts them (:attr:`evaluation_adapts`: they
+        are computed for each evaluation, under the run's row limit, and counted as :meth:`transient_bytes`;
+        calling :meth:`eval_models` to plan would adapt every client at once, before any limit)."""
+        return {} if self.evaluation_adapts else self.eval_models()
+
+    def stacked_parameters(self, parameters: int) -> int:
+        """Elements each of the :attr:`stacked_clients` rows copies, of a model of ``parameters``: all of them,
+        unless an evaluation adapts only some (the others viewed, not copied: ``hetfl.engine.params
+        .broadcast``'s ``views``)."""
+        return parameters
+
+    def transient_bytes(self, element_size: int, parameters: int) -> int:
+        """Bytes of a round's (or an evaluation's) stacks held beside the algorithm's state, for the memory
+        plan (``hetfl.engine.memory.plan_memory``): ``TRANSIENT_COPIES`` copies (the local models and their
+        updates or optimizer buffers) of the larger of a round's :attr:`clients_per_round` models of
+        ``parameters`` elements and :attr:`stacked_clients` rows of :meth:`stacked_parameters`, of
+        ``element_size`` bytes each."""
+        rows = int(self.stacked_clients) * self.stacked_parameters(parameters)
+        return max(self.clients_per_round * parameters, rows) * element_size * TRANSIENT_COPIES
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
@@ -248,7 +275,7 @@ class FederatedAlgorithm(Algorithm):
         out: dict[str, Tensor] = {}
         for model, params in self.eval_models().items():
             for k, v in params.items():
-                out[f"{model}/{k}"] = v.detach().cpu()
+                out[f"{model}/{k}"] = v.detach().cpu().contiguous()  # a row viewed N times: N rows
         return out
 
 

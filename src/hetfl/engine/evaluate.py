@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from hetfl.engine.federation import ClientSplit, Federation
-from hetfl.engine.params import Params
+from hetfl.engine.params import Params, shared_rows
 from hetfl.models.base import sample_losses
 
 
@@ -200,11 +200,7 @@ class Evaluator:
             mask = within < n
             pos = torch.minimum(within.expand(len(active), -1), n - 1)
             x, y = data.gather(active, pos)
-            p = (
-                params
-                if len(active) == data.num_clients
-                else {k: v.index_select(0, active.to(v.device)) for k, v in params.items()}
-            )
+            p = params if len(active) == data.num_clients else _take(params, active)
             self._accumulate(out, model.forward(p, x), y, mask.to(x.device), active)
 
     def _packed(self, params: Params, data: ClientSplit, out: SplitScores, b: int, rows: int) -> None:
@@ -220,5 +216,15 @@ class Evaluator:
             within = first[s : s + rows].unsqueeze(1) + arange
             mask = within < n
             x, y = data.gather(o, torch.minimum(within, n - 1))
-            p = {k: v.index_select(0, o.to(v.device)) for k, v in params.items()}
+            p = _take(params, o)
             self._accumulate(out, self.fed.model.forward(p, x), y, mask.to(x.device), o)
+
+
+def _take(params: Params, rows: Tensor) -> Params:
+    """The models of ``rows [R]`` (indices into the clients, repeats allowed) of ``params [N, ...]``, to read:
+    copies, except a parameter that is one row viewed N times (``hetfl.engine.params.broadcast``'s ``views``:
+    a partially personalized model's global part), viewed R times, so that no call copies it per client."""
+    return {
+        k: v[:1].expand(len(rows), *v.shape[1:]) if shared_rows(v) else v.index_select(0, rows.to(v.device))
+        for k, v in params.items()
+    }

@@ -227,11 +227,14 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     samples per client and call (the run's ``batch_size``).
 
     The resident bytes are measured (the federation's data, the tensors the algorithm holds and the models
-    it scores, on the device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
-    round's stacks, estimated: ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the most clients a round or an
-    evaluation stacks (``stacked_clients``: the clients sampled per round, or all N where every client is
-    adapted for its evaluation: Per-FedAvg, FedAvg+FT, FFGG; pFedMe's N clients train a chunk of rows at a
-    time, ``hetfl.engine.grad.chunks_through_steps``); their minibatches and gradients are counted per row of
+    it scores that it holds, ``held_models``: the models an evaluation adapts are not computed to plan; on the
+    device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
+    round's stacks, estimated (``algorithm.transient_bytes``): ``S · P · TRANSIENT_COPIES`` elements, with ``S``
+    the most clients a round or an evaluation stacks (``stacked_clients``: the clients sampled per round, or all
+    N where every client is adapted for its evaluation: Per-FedAvg, FedAvg+FT, FFGG; pFedMe's N clients train a
+    chunk of rows at a time, ``hetfl.engine.grad.chunks_through_steps``), where an evaluation adapts only the
+    personal parameters (FFGG, FedAlt, FedSim; FedAvg+FT with ``finetune: personal``) N rows of those and S of
+    the whole model; their minibatches and gradients are counted per row of
     a call (every algorithm on client data gathers and differentiates them chunk by chunk:
     ``hetfl.engine.grad.row_batches``, ``drawn_chunks``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
@@ -240,9 +243,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     size = torch.empty((), dtype=fed.dtype).element_size()
     data = data_bytes(fed)
     on_device = lambda t: t.device == fed.device and not fed.states.is_off(t)  # noqa: E731
-    state = tensor_bytes(vars(algorithm), algorithm.eval_models(), keep=on_device)
-    trained = int(algorithm.stacked_clients)
-    transient = trained * size * TRANSIENT_COPIES * model.num_parameters()
+    state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=on_device)
+    transient = algorithm.transient_bytes(size, model.num_parameters())
     resident = data + state + transient
     per_row = row_bytes(model, batch, size)
     rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import Tensor
 
 Params = dict[str, Tensor]
 
 
-def broadcast(params: Params, clients: int) -> Params:
-    """Copies of a shared model ``[1, ...]`` for ``clients`` clients: ``[clients, ...]`` (new storage)."""
-    return {k: v.expand(clients, *v.shape[1:]).clone() for k, v in params.items()}
+def broadcast(params: Params, clients: int, views: Iterable[str] = ()) -> Params:
+    """Copies of a shared model ``[1, ...]`` for ``clients`` clients: ``[clients, ...]`` (new storage); the
+    parameters named in ``views`` are its one row viewed ``clients`` times instead (``expand``: no memory, the
+    same values; read-only: nothing may write them), for models whose shared part every client only reads
+    (an evaluation's fine-tuning of the personal parameters alone)."""
+    views = set(views)
+    return {
+        k: v.expand(clients, *v.shape[1:]) if k in views else v.expand(clients, *v.shape[1:]).clone()
+        for k, v in params.items()
+    }
+
+
+def shared_rows(tensor: Tensor) -> bool:
+    """Whether ``tensor [C, ...]`` is one row viewed C > 1 times (:func:`broadcast`'s ``views``)."""
+    return tensor.dim() > 0 and tensor.shape[0] > 1 and tensor.stride(0) == 0
 
 
 def select(params: Params, index: Tensor, device: torch.device | None = None) -> Params:

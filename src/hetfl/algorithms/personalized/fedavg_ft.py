@@ -47,10 +47,14 @@ class FedAvgFT(FedAvg):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
-    @property
-    def stacked_clients(self) -> int:
-        """N: the evaluation adapts every client's copy of the global model in one stack."""
-        return self.fed.num_clients
+    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
+
+    def stacked_parameters(self, parameters: int) -> int:
+        """With ``finetune: personal`` the personal parameters' elements (the evaluation's N rows view the others:
+        ``hetfl.engine.params.broadcast``), else all ``parameters``."""
+        if self.hp.finetune != "personal":
+            return parameters
+        return sum(self.w[k][0].numel() for k in self.fed.model.personal_keys())
 
     def round(self, t, sampled) -> None:
         self.t = t
@@ -59,8 +63,9 @@ class FedAvgFT(FedAvg):
     def eval_models(self) -> dict[str, Params]:
         if self._cache is None or self._cache[0] != self.t:
             hp, fed = self.hp, self.fed
-            personal = broadcast(self.w, fed.num_clients)
             keys = fed.model.personal_keys() if hp.finetune == "personal" else None
+            fixed = [k for k in self.w if keys is not None and k not in keys]  # only read: views, no copies
+            personal = broadcast(self.w, fed.num_clients, views=fixed)
             sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
             opt = self.client_optimizer(personal, keys)  # zero momentum: fine-tuning starts from w_t
             lr = hp.finetune_lr or hp.lr  # constant: the schedule is the training rounds'

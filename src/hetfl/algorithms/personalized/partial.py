@@ -78,10 +78,11 @@ class PartialPersonalization(FederatedAlgorithm):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
-    @property
-    def stacked_clients(self) -> int:
-        """N: every client's personal model is composed (and fine-tuned) in one stack for the evaluation."""
-        return self.fed.num_clients
+    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
+
+    def stacked_parameters(self, parameters: int) -> int:
+        """The personal part's elements: the evaluation's N rows view θ, not copy it (:meth:`compose`)."""
+        return sum(v[0].numel() for v in self.default_personal.values())
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
@@ -108,9 +109,12 @@ class PartialPersonalization(FederatedAlgorithm):
         """The step size of the personal part (fine-tuning defaults to it)."""
         return self.hp.lr
 
-    def compose(self, personal: Params, count: int) -> Params:
-        """Full models ``[count, ...]``: θ copied ``count`` times, with the given personal parts ``[count, ...]``."""
-        return {**broadcast(self.theta, count), **{k: v.clone() for k, v in personal.items()}}
+    def compose(self, personal: Params, count: int, share: bool = False) -> Params:
+        """Full models ``[count, ...]``: θ copied ``count`` times (``share``: θ's one row viewed ``count`` times,
+        no copy, for models whose global part is only read: the evaluation's fine-tuning), with the given
+        personal parts ``[count, ...]`` (copied)."""
+        theta = broadcast(self.theta, count, views=self.theta if share else ())
+        return {**theta, **{k: v.clone() for k, v in personal.items()}}
 
     def personal_start(self, clients: Tensor, generator: torch.Generator) -> Params:
         """Where the personal part of ``clients [C]`` starts (for a round, or for evaluation): the default."""
@@ -122,12 +126,13 @@ class PartialPersonalization(FederatedAlgorithm):
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
 
     def eval_models(self) -> dict[str, Params]:
-        """Each client's personal model: θ with w fine-tuned on its training data (cached per round)."""
+        """Each client's personal model: θ with w fine-tuned on its training data (cached per round): ``[N,
+        ...]``, its global part θ's one row viewed N times (no copy: ``hetfl.engine.params.broadcast``)."""
         if self._cache is None or self._cache[0] != self.t:
             clients = self.fed.all_clients()
             sampler = eval_sampler(self.fed.train.sizes, self.hp.batch_size, self.seed, self.t, self.sampling)
             start = self.personal_start(clients, sampler.generator)
-            params = self.compose(start, len(clients))
+            params = self.compose(start, len(clients), share=True)  # fine-tuning only reads θ
             lr = self.hp.finetune_lr or self.personal_lr
             opt = self.client_optimizer(params, self.personal_keys)  # zero momentum: fine-tuning is a copy
             local_sgd(self.fed, sampler, params, clients, self.hp.finetune_steps, lr, optimizer=opt)

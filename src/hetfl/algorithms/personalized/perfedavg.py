@@ -96,10 +96,7 @@ class PerFedAvg(FederatedAlgorithm):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
-    @property
-    def stacked_clients(self) -> int:
-        """N: the evaluation adapts every client's copy of the global model in one stack."""
-        return self.fed.num_clients
+    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
 
     def _grad(self, params: Params, batch: Batch) -> Params:
         return client_grads(self.fed.model, params, batch)[1]
