@@ -418,3 +418,33 @@ def test_the_memory_limit_is_the_process_own_cgroup(tmp_path):
     (tmp_path / "system.slice" / "memory.max").write_text("1073741824\n")
     assert cgroup_limit(str(proc), str(tmp_path)) == 2**30
     assert cgroup_limit(str(tmp_path / "absent"), str(tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize(
+    "name,hp",
+    [("fedalt", {}), ("fedsim", {}), ("ffgg", {}), ("fedavg_ft", {"finetune": "personal", "local_steps": 1})],
+)
+def test_an_evaluation_views_the_parameters_its_adaptation_only_reads(name, hp):
+    """The N models an evaluation adapts copy only what it adapts: the global part is one row viewed N times
+    (no memory), scored exactly as N copies of it would be (block-rows calls that gather some clients, packed
+    rows), and saved to ``final.pt`` as N rows."""
+    fed = tiny_federation("dnn", sizes=(9, 1, 6, 3, 12), split="output", dtype=torch.float64)
+    cls = get_algorithm(name, environment=FEDERATION)
+    hp = {"batch_size": 4, "clients_per_round": 3, "finetune_steps": 2, **hp}
+    algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "t"), 0)
+    algorithm.round(1, torch.tensor([0, 2, 4]))
+    personal = algorithm.eval_models()["personal"]
+    mine = set(fed.model.personal_keys())
+    assert mine and set(personal) > mine
+    for k, v in personal.items():
+        assert (v.stride(0) == 0) == (k not in mine), k  # viewed, or this client's own rows
+    copies = {k: v.contiguous() for k, v in personal.items()}
+    for packing in (None, (4, 3)):  # block-rows (later calls gather the clients with data left), packed
+        evaluator = Evaluator(fed, budget=16 * 5 * 2)
+        evaluator.packing = lambda split, packing=packing: packing
+        for split in fed.splits:
+            viewed, copied = evaluator.scores(personal, split), evaluator.scores(copies, split)
+            assert torch.equal(viewed.loss_sum, copied.loss_sum) and torch.equal(viewed.correct, copied.correct)
+    saved = {k: v for k, v in algorithm.state_dict().items() if k.startswith("personal/")}
+    assert saved and all(v.is_contiguous() and len(v) == fed.num_clients for v in saved.values())
+    assert all(torch.equal(saved[f"personal/{k}"], v) for k, v in personal.items())
