@@ -444,7 +444,9 @@ def test_an_evaluation_views_the_parameters_its_adaptation_only_reads(name, hp):
         evaluator.packing = lambda split, packing=packing: packing
         for split in fed.splits:
             viewed, copied = evaluator.scores(personal, split), evaluator.scores(copies, split)
-            assert torch.equal(viewed.loss_sum, copied.loss_sum) and torch.equal(viewed.correct, copied.correct)
+            assert torch.equal(viewed.loss_sum, copied.loss_sum) and torch.equal(
+                viewed.correct, copied.correct
+            )
     saved = {k: v for k, v in algorithm.state_dict().items() if k.startswith("personal/")}
     assert saved and all(v.is_contiguous() and len(v) == fed.num_clients for v in saved.values())
     assert all(torch.equal(saved[f"personal/{k}"], v) for k, v in personal.items())
