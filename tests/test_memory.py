@@ -261,22 +261,32 @@ def test_plan_memory_shrinks_rows_with_the_budget():
 
 
 @pytest.mark.parametrize(
-    "name,hp,stacked,personal",
+    "name,hp,stacked,personal,copies",
     [
-        ("fedavg", {"clients_per_round": 5}, 5, False),
-        ("pfedme", {"clients_per_round": 5}, 5, False),  # all N train, a chunk at a time: S uploaded
-        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5, False),
-        ("perfedavg", {"clients_per_round": 5}, 20, False),  # every client adapted for the evaluation
-        ("fedavg_ft", {"clients_per_round": 5}, 20, False),
-        ("fedavg_ft", {"clients_per_round": 5, "finetune": "personal"}, 20, True),  # the rest viewed
-        ("fedalt", {"clients_per_round": 5}, 20, True),  # N personal parts, θ viewed; S whole models a round
+        ("fedavg", {"clients_per_round": 5}, 5, False, TRANSIENT_COPIES),
+        ("pfedme", {"clients_per_round": 5}, 5, False, TRANSIENT_COPIES),  # all N train a chunk at a time
+        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5, False, TRANSIENT_COPIES),
+        ("perfedavg", {"clients_per_round": 5}, 20, False, 1),  # every client adapted, plain steps
+        ("perfedavg", {"clients_per_round": 5, "momentum": 0.9}, 20, False, 1),  # (training's momentum)
+        ("fedavg_ft", {"clients_per_round": 5}, 20, False, 1),
+        ("fedavg_ft", {"clients_per_round": 5, "momentum": 0.9}, 20, False, 2),  # fine-tuning's buffers
+        ("fedavg_ft", {"clients_per_round": 5, "finetune": "personal"}, 20, True, 1),  # the rest viewed
+        (
+            "fedalt",
+            {"clients_per_round": 5},
+            20,
+            True,
+            1,
+        ),  # N personal parts, θ viewed; S whole models a round
+        ("fedalt", {"clients_per_round": 5, "momentum": 0.5}, 20, True, 2),
     ],
 )
-def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked, personal):
+def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked, personal, copies):
     """The round's transient stacks are counted for the clients an algorithm really stacks: all N where every
     client is adapted for its evaluation, not the S sampled (only their personal parameters where the others
-    are viewed, not copied, then at least S whole models for a round); pFedMe trains all N but stacks them a
-    chunk of rows at a time (counted per row of a call), then uploads S."""
+    are viewed, not copied; the adapted rows and, where the adaptation has momentum, their buffers; at least S
+    whole models and their updates for a round); pFedMe trains all N but stacks them a chunk of rows at a time
+    (counted per row of a call), then uploads S."""
     fed = tiny_federation("dnn", sizes=(5,) * 20, split="output")
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4, **hp}, "t"), 0)
@@ -290,7 +300,7 @@ def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, sta
     if personal:
         per_row = sum(math.prod(fed.model.shapes()[k][0]) for k in fed.model.personal_keys())
         assert 0 < per_row < parameters
-    transient = max(5 * parameters, stacked * per_row) * size * TRANSIENT_COPIES
+    transient = max(5 * parameters * TRANSIENT_COPIES, stacked * per_row * copies) * size
     assert plan.resident_bytes == data_bytes(fed) + state + transient
 
 

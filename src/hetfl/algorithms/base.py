@@ -95,14 +95,24 @@ class Algorithm(ABC):
         .broadcast``'s ``views``)."""
         return parameters
 
+    def adapted_copies(self) -> int:
+        """Copies of each adapted row an evaluation holds at once (:attr:`evaluation_adapts`): the adapted
+        parameters, and their momentum buffers where the adaptation steps through a client optimizer with
+        momentum (``client_optimizer``: FFGG's and FedAvg+FT's fine-tuning)."""
+        return 1 + (float(getattr(self.hp, "momentum", 0.0) or 0.0) > 0)
+
     def transient_bytes(self, element_size: int, parameters: int) -> int:
         """Bytes of a round's (or an evaluation's) stacks held beside the algorithm's state, for the memory
-        plan (``hetfl.engine.memory.plan_memory``): ``TRANSIENT_COPIES`` copies (the local models and their
-        updates or optimizer buffers) of the larger of a round's :attr:`clients_per_round` models of
-        ``parameters`` elements and :attr:`stacked_clients` rows of :meth:`stacked_parameters`, of
-        ``element_size`` bytes each."""
-        rows = int(self.stacked_clients) * self.stacked_parameters(parameters)
-        return max(self.clients_per_round * parameters, rows) * element_size * TRANSIENT_COPIES
+        plan (``hetfl.engine.memory.plan_memory``), ``element_size`` bytes an element: a round's
+        :attr:`clients_per_round` models of ``parameters`` elements, ``TRANSIENT_COPIES`` copies (the local
+        models and their updates or optimizer buffers), or, where larger and the evaluation adapts every
+        client (:attr:`evaluation_adapts`), its N rows of :meth:`stacked_parameters`, :meth:`adapted_copies`
+        copies."""
+        if not self.evaluation_adapts:
+            return int(self.stacked_clients) * parameters * TRANSIENT_COPIES * element_size
+        rounds = self.clients_per_round * parameters * TRANSIENT_COPIES
+        adapted = int(self.stacked_clients) * self.stacked_parameters(parameters) * self.adapted_copies()
+        return max(rounds, adapted) * element_size
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:

@@ -234,7 +234,8 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     N where every client is adapted for its evaluation: Per-FedAvg, FedAvg+FT, FFGG; pFedMe's N clients train a
     chunk of rows at a time, ``hetfl.engine.grad.chunks_through_steps``), where an evaluation adapts only the
     personal parameters (FFGG, FedAlt, FedSim; FedAvg+FT with ``finetune: personal``) N rows of those and S of
-    the whole model; their minibatches and gradients are counted per row of
+    the whole model, and an evaluation's adapted rows counted ``adapted_copies`` times (1, or 2 with momentum
+    buffers) rather than ``TRANSIENT_COPIES``; their minibatches and gradients are counted per row of
     a call (every algorithm on client data gathers and differentiates them chunk by chunk:
     ``hetfl.engine.grad.row_batches``, ``drawn_chunks``). An evaluation's working set
     (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.

@@ -98,6 +98,10 @@ class PerFedAvg(FederatedAlgorithm):
 
     evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
 
+    def adapted_copies(self) -> int:
+        """One: the evaluation's adaptation takes plain steps (no optimizer, no momentum buffers)."""
+        return 1
+
     def _grad(self, params: Params, batch: Batch) -> Params:
         return client_grads(self.fed.model, params, batch)[1]
 
