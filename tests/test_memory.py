@@ -430,15 +430,22 @@ def test_the_memory_limit_is_the_process_own_cgroup(tmp_path):
     assert cgroup_limit(str(tmp_path / "absent"), str(tmp_path / "none")) is None
 
 
+FINETUNE_PERSONAL = {"finetune": "personal", "local_steps": 1}
+
+
 @pytest.mark.parametrize(
-    "name,hp",
-    [("fedalt", {}), ("fedsim", {}), ("ffgg", {}), ("fedavg_ft", {"finetune": "personal", "local_steps": 1})],
-)
-def test_an_evaluation_views_the_parameters_its_adaptation_only_reads(name, hp):
+    "name,hp,model",  # batched MLP, grouped convolutions, torch.func
+    [
+        *((name, hp, model) for model in ("dnn", "cnn")
+          for name, hp in (("fedalt", {}), ("fedsim", {}), ("ffgg", {}), ("fedavg_ft", FINETUNE_PERSONAL))),
+        ("fedavg_ft", FINETUNE_PERSONAL, "resnet18"),
+    ],
+)  # fmt: skip
+def test_an_evaluation_views_the_parameters_its_adaptation_only_reads(name, hp, model):
     """The N models an evaluation adapts copy only what it adapts: the global part is one row viewed N times
     (no memory), scored exactly as N copies of it would be (block-rows calls that gather some clients, packed
     rows), and saved to ``final.pt`` as N rows."""
-    fed = tiny_federation("dnn", sizes=(9, 1, 6, 3, 12), split="output", dtype=torch.float64)
+    fed = tiny_federation(model, sizes=(9, 1, 6, 3, 12), split="output", dtype=torch.float64)
     cls = get_algorithm(name, environment=FEDERATION)
     hp = {"batch_size": 4, "clients_per_round": 3, "finetune_steps": 2, **hp}
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "t"), 0)
@@ -450,7 +457,7 @@ def test_an_evaluation_views_the_parameters_its_adaptation_only_reads(name, hp):
         assert (v.stride(0) == 0) == (k not in mine), k  # viewed, or this client's own rows
     copies = {k: v.contiguous() for k, v in personal.items()}
     for packing in (None, (4, 3)):  # block-rows (later calls gather the clients with data left), packed
-        evaluator = Evaluator(fed, budget=16 * 5 * 2)
+        evaluator = Evaluator(fed, budget=fed.model.sample_cost() * 5 * 2)  # blocks of 2 samples
         evaluator.packing = lambda split, packing=packing: packing
         for split in fed.splits:
             viewed, copied = evaluator.scores(personal, split), evaluator.scores(copies, split)
