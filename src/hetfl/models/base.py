@@ -252,6 +252,8 @@ class BatchedModel(ABC):
         """Elements of the largest activation per sample (sizes evaluation chunks); default: input size."""
         return self.in_features
 
-    def num_parameters(self) -> int:
-        """Number of scalar parameters of one client's model."""
-        return sum(math.prod(shape) for shape, _ in self.shapes().values())
+    def num_parameters(self, keys: list[str] | None = None) -> int:
+        """Number of scalar parameters of one client's model (only those named in ``keys``, when given: e.g.
+        ``personal_keys()``)."""
+        shapes = self.shapes()
+        return sum(math.prod(shapes[k][0]) for k in (shapes if keys is None else keys))

@@ -54,7 +54,7 @@ class FedAvgFT(FedAvg):
         ``hetfl.engine.params.broadcast``), else all ``parameters``."""
         if self.hp.finetune != "personal":
             return parameters
-        return sum(self.w[k][0].numel() for k in self.fed.model.personal_keys())
+        return self.fed.model.num_parameters(self.fed.model.personal_keys())
 
     def round(self, t, sampled) -> None:
         self.t = t

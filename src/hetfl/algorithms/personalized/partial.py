@@ -82,7 +82,7 @@ class PartialPersonalization(FederatedAlgorithm):
 
     def stacked_parameters(self, parameters: int) -> int:
         """The personal part's elements: the evaluation's N rows view θ, not copy it (:meth:`compose`)."""
-        return sum(v[0].numel() for v in self.default_personal.values())
+        return self.fed.model.num_parameters(self.personal_keys)
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
