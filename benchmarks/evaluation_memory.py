@@ -29,6 +29,7 @@ import time
 RUNS = {  # name -> (algorithm, split, hyper-parameters besides lr 0.05, batch 10, 10 clients a round)
     "fedalt": ("fedalt", "output", {"finetune_steps": 2}),
     "fedavg_ft": ("fedavg_ft", "output", {"local_steps": 1, "finetune_steps": 2, "finetune": "personal"}),
+    "fedavg_ft_all": ("fedavg_ft", "none", {"local_steps": 1, "finetune_steps": 2}),  # the whole model
     "perfedavg": ("perfedavg", "none", {"local_steps": 1}),
 }
 

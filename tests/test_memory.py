@@ -261,47 +261,45 @@ def test_plan_memory_shrinks_rows_with_the_budget():
 
 
 @pytest.mark.parametrize(
-    "name,hp,stacked,personal,copies",
+    "name,hp,adapts,personal,copies",
     [
-        ("fedavg", {"clients_per_round": 5}, 5, False, TRANSIENT_COPIES),
-        ("pfedme", {"clients_per_round": 5}, 5, False, TRANSIENT_COPIES),  # all N train a chunk at a time
-        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, 5, False, TRANSIENT_COPIES),
-        ("perfedavg", {"clients_per_round": 5}, 20, False, 1),  # every client adapted, plain steps
-        ("perfedavg", {"clients_per_round": 5, "momentum": 0.9}, 20, False, 1),  # (training's momentum)
-        ("fedavg_ft", {"clients_per_round": 5}, 20, False, 1),
-        ("fedavg_ft", {"clients_per_round": 5, "momentum": 0.9}, 20, False, 2),  # fine-tuning's buffers
-        ("fedavg_ft", {"clients_per_round": 5, "finetune": "personal"}, 20, True, 1),  # the rest viewed
+        ("fedavg", {"clients_per_round": 5}, False, False, 0),
+        ("pfedme", {"clients_per_round": 5}, False, False, 0),  # all N train a chunk at a time
+        ("pfedme", {"clients_per_round": 5, "train_clients": "sampled"}, False, False, 0),
+        ("perfedavg", {"clients_per_round": 5}, True, False, 1),  # every client adapted, plain steps
+        ("perfedavg", {"clients_per_round": 5, "momentum": 0.9}, True, False, 1),  # (training's momentum)
+        ("fedavg_ft", {"clients_per_round": 5}, True, False, 1),
+        ("fedavg_ft", {"clients_per_round": 5, "momentum": 0.9}, True, False, 2),  # fine-tuning's buffers
+        ("fedavg_ft", {"clients_per_round": 5, "finetune": "personal"}, True, True, 1),  # the rest viewed
         (
             "fedalt",
             {"clients_per_round": 5},
-            20,
+            True,
             True,
             1,
-        ),  # N personal parts, θ viewed; S whole models a round
-        ("fedalt", {"clients_per_round": 5, "momentum": 0.5}, 20, True, 2),
+        ),  # personal parts, θ viewed; S whole models a round
+        ("fedalt", {"clients_per_round": 5, "momentum": 0.5}, True, True, 2),
     ],
 )
-def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, stacked, personal, copies):
-    """The round's transient stacks are counted for the clients an algorithm really stacks: all N where every
-    client is adapted for its evaluation, not the S sampled (only their personal parameters where the others
-    are viewed, not copied; the adapted rows and, where the adaptation has momentum, their buffers; at least S
-    whole models and their updates for a round); pFedMe trains all N but stacks them a chunk of rows at a time
-    (counted per row of a call), then uploads S."""
+def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, adapts, personal, copies):
+    """A round's S whole models and their updates are resident; the models an evaluation adapts for every
+    client are counted per row of a call (it adapts, scores and drops them a row chunk at a time), only their
+    personal parameters where the others are viewed, not copied, and their momentum buffers where the
+    adaptation has momentum; pFedMe trains all N but stacks them a chunk of rows at a time (counted per row of
+    a call), then uploads S. Planning adapts no client (that would run before the run's row limit is set)."""
     fed = tiny_federation("dnn", sizes=(5,) * 20, split="output")
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4, **hp}, "t"), 0)
-    assert algorithm.stacked_clients == stacked
     plan = plan_memory(fed, algorithm, 1 << 30, 4)
-    # planning adapts no client (that would run before the run's row limit is set): nothing cached
-    assert getattr(algorithm, "_cache", None) is None and algorithm.evaluation_adapts == (stacked == 20)
+    assert getattr(algorithm, "_cache", None) is None and algorithm.evaluation_adapts == adapts
     size = torch.empty((), dtype=fed.dtype).element_size()
     state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=lambda t: True)
-    parameters = per_row = fed.model.num_parameters()
+    parameters = adapted = fed.model.num_parameters()
     if personal:
-        per_row = sum(math.prod(fed.model.shapes()[k][0]) for k in fed.model.personal_keys())
-        assert 0 < per_row < parameters
-    transient = max(5 * parameters * TRANSIENT_COPIES, stacked * per_row * copies) * size
-    assert plan.resident_bytes == data_bytes(fed) + state + transient
+        adapted = sum(math.prod(fed.model.shapes()[k][0]) for k in fed.model.personal_keys())
+        assert 0 < adapted < parameters
+    assert plan.resident_bytes == data_bytes(fed) + state + 5 * parameters * TRANSIENT_COPIES * size
+    assert plan.row_bytes == row_bytes(fed.model, 4, size) + copies * adapted * size
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["block-rows", "packed"])

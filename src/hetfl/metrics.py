@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names are used by the config (no torch needed there)
+    from hetfl.engine.adapt import ClientModels
     from hetfl.engine.evaluate import Evaluator
     from hetfl.engine.params import Params
 
@@ -36,12 +37,13 @@ def validation_names(names: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def evaluate_models(
-    evaluator: Evaluator, models: dict[str, Params]
+    evaluator: Evaluator, models: dict[str, Params | ClientModels]
 ) -> tuple[list[tuple[str, float]], list[tuple[int, str, float]]]:
     """Evaluate each model on both splits of every client.
 
     Args:
-        models: name -> params ``[1, ...]`` or ``[N, ...]``. Names mapping to the same dict object
+        models: name -> params ``[1, ...]`` or ``[N, ...]``, or ``ClientModels`` (``hetfl.engine.adapt``: per-client
+            models computed a chunk of clients at a time, each chunk scored on every split, then dropped). Names mapping to the same dict object
             (aliases, e.g. FedAvg's personal = global) are evaluated once. With validation data
             (``Federation.val``) every model is scored on it too (``val_loss_<model>``, ``val_acc_<model>``).
 
@@ -56,7 +58,7 @@ def evaluate_models(
     for model, params in models.items():
         scores = done.get(id(params))
         if scores is None:
-            scores = done[id(params)] = {split: evaluator.scores(params, split) for split in splits}
+            scores = done[id(params)] = _scores(evaluator, params)
         for split in splits:
             loss, acc = scores[split].weighted()
             rows.append((f"{split}_loss_{model}", loss))
@@ -68,3 +70,16 @@ def evaluate_models(
             values = getattr(scores[split], stat).tolist()
             client_rows += [(i, f"{split}_{stat}_{model}", v) for i, v in enumerate(values)]
     return rows, client_rows
+
+
+def _scores(evaluator: Evaluator, params: Params | ClientModels) -> dict:
+    """Split -> ``SplitScores`` of one model (``Params``, or ``ClientModels`` scored chunk by chunk)."""
+    from hetfl.engine.adapt import ClientModels  # noqa: F811 (torch: not imported where only names are)
+
+    if not isinstance(params, ClientModels):
+        return {split: evaluator.scores(params, split) for split in evaluator.fed.splits}
+    out = {}
+    for s, chunk in params:
+        for split in evaluator.fed.splits:
+            out[split] = evaluator.scores(chunk, split, clients=s, out=out.get(split))
+    return out

@@ -22,7 +22,7 @@ from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import TRANSIENT_COPIES
 from hetfl.engine.optim import ClientOptimizer, scheduled_lr
-from hetfl.engine.params import Params, all_finite, average
+from hetfl.engine.params import Params, all_finite, average, shared_rows
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
 from hetfl.engine.server import ServerOptimizer, is_plain_average
@@ -70,28 +70,20 @@ class Algorithm(ABC):
         return self.env.num_clients if s is None else s
 
     evaluation_adapts: ClassVar[bool] = False
-    """True where :meth:`eval_models` adapts every client's model for the evaluation, in one stack it computes
-    (Per-FedAvg, FedAvg+FT, FFGG/FedAlt/FedSim), rather than returning models the algorithm holds."""
-
-    @property
-    def stacked_clients(self) -> int:
-        """The most clients whose models a round or an evaluation stacks at once (``[rows, ...]`` local
-        models and their updates, beside the state the algorithm keeps): :attr:`clients_per_round` S,
-        unless every client's model is adapted for its evaluation in one stack (:attr:`evaluation_adapts`:
-        then N). Clients trained a chunk of rows at a time (``hetfl.engine.grad.chunks_through_steps``) count
-        per row of a call, not here. The memory plan counts these rows (``hetfl.engine.memory.plan_memory``)."""
-        return self.env.num_clients if self.evaluation_adapts else self.clients_per_round
+    """True where :meth:`eval_models` adapts every client's model for the evaluation rather than returning
+    models the algorithm holds (Per-FedAvg, FedAvg+FT, FFGG/FedAlt/FedSim: ``hetfl.algorithms.adapting``)."""
 
     def held_models(self) -> dict:
         """The models the memory plan counts as held (``hetfl.engine.memory.plan_memory``, before the first
-        round): :meth:`eval_models`, or none where the evaluation adapts them (:attr:`evaluation_adapts`: they
-        are computed for each evaluation, under the run's row limit, and counted as :meth:`transient_bytes`;
-        calling :meth:`eval_models` to plan would adapt every client at once, before any limit)."""
+        round): :meth:`eval_models`, or those it does not adapt where the evaluation adapts them
+        (:attr:`evaluation_adapts`: they are computed for each evaluation, under the run's row limit, and
+        counted per row, :meth:`adapted_row_bytes`; computing them to plan would adapt every client at once,
+        before any limit)."""
         return {} if self.evaluation_adapts else self.eval_models()
 
-    def stacked_parameters(self, parameters: int) -> int:
-        """Elements each of the :attr:`stacked_clients` rows copies, of a model of ``parameters``: all of them,
-        unless an evaluation adapts only some (the others viewed, not copied: ``hetfl.engine.params
+    def adapted_parameters(self, parameters: int) -> int:
+        """Elements each adapted row copies (:attr:`evaluation_adapts`), of a model of ``parameters``: all of
+        them, unless the evaluation adapts only some (the others viewed, not copied: ``hetfl.engine.params
         .broadcast``'s ``views``)."""
         return parameters
 
@@ -102,17 +94,20 @@ class Algorithm(ABC):
         return 1 + (float(getattr(self.hp, "momentum", 0.0) or 0.0) > 0)
 
     def transient_bytes(self, element_size: int, parameters: int) -> int:
-        """Bytes of a round's (or an evaluation's) stacks held beside the algorithm's state, for the memory
-        plan (``hetfl.engine.memory.plan_memory``), ``element_size`` bytes an element: a round's
-        :attr:`clients_per_round` models of ``parameters`` elements, ``TRANSIENT_COPIES`` copies (the local
-        models and their updates or optimizer buffers), or, where larger and the evaluation adapts every
-        client (:attr:`evaluation_adapts`), its N rows of :meth:`stacked_parameters`, :meth:`adapted_copies`
-        copies."""
+        """Bytes of a round's stacks held beside the algorithm's state, for the memory plan
+        (``hetfl.engine.memory.plan_memory``), ``element_size`` bytes an element: the :attr:`clients_per_round`
+        models of ``parameters`` elements, ``TRANSIENT_COPIES`` copies (the local models and their updates or
+        optimizer buffers)."""
+        return int(self.clients_per_round) * parameters * TRANSIENT_COPIES * element_size
+
+    def adapted_row_bytes(self, element_size: int, parameters: int) -> int:
+        """Bytes of one client's adapted model held during an evaluation that adapts every client
+        (:attr:`evaluation_adapts`; 0 otherwise): :meth:`adapted_parameters` elements, :meth:`adapted_copies`
+        copies. The evaluation adapts the clients a row chunk at a time (``hetfl.engine.adapt``), so the plan
+        counts them per row of a call, beside the call's working bytes."""
         if not self.evaluation_adapts:
-            return int(self.stacked_clients) * parameters * TRANSIENT_COPIES * element_size
-        rounds = self.clients_per_round * parameters * TRANSIENT_COPIES
-        adapted = int(self.stacked_clients) * self.stacked_parameters(parameters) * self.adapted_copies()
-        return max(rounds, adapted) * element_size
+            return 0
+        return self.adapted_parameters(parameters) * self.adapted_copies() * element_size
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
@@ -267,12 +262,17 @@ class FederatedAlgorithm(Algorithm):
     def eval_models(self) -> dict[str, Params]:
         """Model name -> params ``[1, ...]`` (shared) or ``[N, ...]`` (one per client); aliases allowed."""
 
+    def scored_models(self) -> dict:
+        """The models :meth:`evaluate` scores: :meth:`eval_models` (``hetfl.algorithms.adapting``: per-client
+        models computed a chunk of clients at a time under a row limit)."""
+        return self.eval_models()
+
     def evaluate(self) -> tuple[Rows, ClientRows]:
-        """Every model of ``eval_models`` (those of ``evaluated`` when set) on both splits of every client
-        (``hetfl.metrics.evaluate_models``)."""
+        """Every model of :meth:`scored_models` (those of ``evaluated`` when set) on both splits of every
+        client (``hetfl.metrics.evaluate_models``)."""
         if self._evaluator is None:
             self._evaluator = Evaluator(self.fed)
-        models = self.eval_models()
+        models = self.scored_models()
         if self.evaluated is not None:
             models = {name: params for name, params in models.items() if name in self.evaluated}
         return evaluate_models(self._evaluator, models)
@@ -285,7 +285,9 @@ class FederatedAlgorithm(Algorithm):
         out: dict[str, Tensor] = {}
         for model, params in self.eval_models().items():
             for k, v in params.items():
-                out[f"{model}/{k}"] = v.detach().cpu().contiguous()  # a row viewed N times: N rows
+                if shared_rows(v):  # a row viewed N times: N rows, placed (a memory-mapped file if large)
+                    v = self.fed.states.stack({k: v[:1]}, len(v), record=False)[k]
+                out[f"{model}/{k}"] = v.detach().cpu().contiguous()
         return out
 
 

@@ -134,17 +134,24 @@ class Evaluator:
         return out
 
     @torch.no_grad()
-    def scores(self, params: Params, split: str) -> SplitScores:
+    def scores(
+        self, params: Params, split: str, clients: slice | None = None, out: SplitScores | None = None
+    ) -> SplitScores:
         """Loss and correct counts of ``params`` on ``split`` (``train``, ``test``, or ``val`` when the
-        federation has validation data) of every client.
+        federation has validation data) of every client, or of the clients ``clients`` only.
 
         Args:
             params: ``[1, ...]`` (one shared model) or ``[N, ...]`` (client i's model on client i's data), on
                 the federation's device or, a per-client state placed in host memory (``hetfl.engine.state``),
-                copied there for the evaluation.
+                copied there for the evaluation; with ``clients``, ``[r, ...]``: the models of those r clients.
+            clients: a slice of the clients (None: all): their models alone, scored in the calls that the
+                N clients' models would take them in (the same blocks or packed rows, so the same sums), for
+                models computed a chunk of clients at a time (``hetfl.engine.adapt.ClientModels``).
+            out: the scores to add to (None: new zeros); the rows of ``clients`` are written.
 
         Raises:
-            ValueError: if the leading dimension is neither 1 nor N, or the split is unknown.
+            ValueError: if the leading dimension is neither 1 nor N (with ``clients``: not the r clients'),
+                or the split is unknown.
         """
         if split not in self.fed.splits:
             raise ValueError(f"unknown split '{split}'; allowed: {', '.join(sorted(self.fed.splits))}")
@@ -153,13 +160,19 @@ class Evaluator:
         lead = next(iter(params.values())).shape[0]
         n = data.num_clients
         classify = self.fed.model.task == "classification"
-        out = SplitScores(*(torch.zeros(n, dtype=torch.float64) for _ in range(3)), has_acc=classify)
-        if lead == 1:
+        if out is None:
+            out = SplitScores(*(torch.zeros(n, dtype=torch.float64) for _ in range(3)), has_acc=classify)
+        ids = torch.arange(n)[clients if clients is not None else slice(None)]
+        if clients is not None and lead != len(ids):
+            raise ValueError(
+                f"params have leading dimension {lead}; expected the {len(ids)} clients {clients}"
+            )
+        if lead == 1 and clients is None:
             self._shared(params, data, out)
-        elif lead == n and self.packing(split) is not None:
-            self._packed(params, data, out, *self.packing(split))
-        elif lead == n:
-            self._per_client(params, data, out)
+        elif lead == len(ids) and self.packing(split) is not None:
+            self._packed(params, data, out, ids, *self.packing(split))
+        elif lead == len(ids):
+            self._per_client(params, data, out, ids)
         else:
             raise ValueError(f"params have leading dimension {lead}; expected 1 or {n}")
         return out
@@ -189,35 +202,41 @@ class Evaluator:
             if out.has_acc:
                 out.correct.index_add_(0, owner, (top1(logits)[0] == y[0]).double().cpu())
 
-    def _per_client(self, params: Params, data: ClientSplit, out: SplitScores) -> None:
+    def _per_client(self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor) -> None:
+        """The models ``params [r, ...]`` of the clients ``ids [r]`` (consecutive), block by block: call r takes
+        the r-th block of every one of them that still has data; the block is the whole split's."""
         model = self.fed.model
         block = min(self.block, int(data.sizes.max()))
         arange = torch.arange(block)
-        for r in range(0, int(data.sizes.max()), block):
-            active = torch.nonzero(data.sizes > r).squeeze(1)
+        sizes = data.sizes[ids]
+        for r in range(0, int(sizes.max()), block):
+            active = torch.nonzero(sizes > r).squeeze(1)  # rows of params
             within = r + arange
-            n = data.sizes[active].unsqueeze(1)
+            n = sizes[active].unsqueeze(1)
             mask = within < n
             pos = torch.minimum(within.expand(len(active), -1), n - 1)
-            x, y = data.gather(active, pos)
-            p = params if len(active) == data.num_clients else _take(params, active)
-            self._accumulate(out, model.forward(p, x), y, mask.to(x.device), active)
+            x, y = data.gather(ids[active], pos)
+            p = params if len(active) == len(ids) else _take(params, active)
+            self._accumulate(out, model.forward(p, x), y, mask.to(x.device), ids[active])
 
-    def _packed(self, params: Params, data: ClientSplit, out: SplitScores, b: int, rows: int) -> None:
-        """Per-client models over rows of ``b`` samples of one client each (its r-th row: samples r·b ...),
-        ``rows`` rows a call, each row with its owner's parameters."""
-        counts = -(-data.sizes // b)  # rows of each client
-        owner = torch.repeat_interleave(torch.arange(data.num_clients), counts)  # [R]
+    def _packed(
+        self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor, b: int, rows: int
+    ) -> None:
+        """The models ``params [r, ...]`` of the clients ``ids [r]`` over rows of ``b`` samples of one client each
+        (its r-th row: samples r·b ...), ``rows`` rows a call, each row with its owner's parameters."""
+        sizes = data.sizes[ids]
+        counts = -(-sizes // b)  # rows of each client
+        owner = torch.repeat_interleave(torch.arange(len(ids)), counts)  # [R], rows of params
         first = (torch.arange(len(owner)) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)) * b
         arange = torch.arange(b)
         for s in range(0, len(owner), rows):
             o = owner[s : s + rows]
-            n = data.sizes[o].unsqueeze(1)
+            n = sizes[o].unsqueeze(1)
             within = first[s : s + rows].unsqueeze(1) + arange
             mask = within < n
-            x, y = data.gather(o, torch.minimum(within, n - 1))
+            x, y = data.gather(ids[o], torch.minimum(within, n - 1))
             p = _take(params, o)
-            self._accumulate(out, self.fed.model.forward(p, x), y, mask.to(x.device), o)
+            self._accumulate(out, self.fed.model.forward(p, x), y, mask.to(x.device), ids[o])
 
 
 def _take(params: Params, rows: Tensor) -> Params:

@@ -12,6 +12,7 @@ from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, select
+from hetfl.engine.params import rows as rows_of
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
 
@@ -96,16 +97,31 @@ def local_sgd(
     if not keys:
         return params
     for s, batch in chunks_through_steps(fed, sampler, clients, _working_rows(steps, len(clients)), split):
-        rows = {k: v[s] for k, v in params.items()}  # views of the stack's rows s
-        _, grads = client_grads(fed.model, rows, batch)
-        if correction is not None:
-            correction(rows, grads, s)
-        if optimizer is not None:
-            optimizer.step(rows, grads, lr, s)
-            continue
-        with torch.no_grad():
-            torch._foreach_add_([rows[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
+        sgd_step(fed.model, rows_of(params, s), batch, lr, keys, s, optimizer, correction)
     return params
+
+
+def sgd_step(
+    model: BatchedModel,
+    params: Params,
+    batch: Batch,
+    lr: float,
+    keys: list[str],
+    s: slice,
+    optimizer: ClientOptimizer | None = None,
+    correction: Correction | None = None,
+) -> None:
+    """One step of :func:`local_sgd` on the rows ``s`` of a stack (``params [r, ...]``: views of them, updated
+    in place) on their minibatches ``batch``: the ``correction``, then the ``optimizer``'s step (its buffers'
+    rows ``s``), or the plain step w ← w − lr · g of the parameters ``keys``."""
+    _, grads = client_grads(model, params, batch)
+    if correction is not None:
+        correction(params, grads, s)
+    if optimizer is not None:
+        optimizer.step(params, grads, lr, s)
+        return
+    with torch.no_grad():
+        torch._foreach_add_([params[k] for k in keys], [grads[k] for k in keys], alpha=-lr)
 
 
 def chunks_through_steps(
@@ -133,7 +149,7 @@ def chunks_through_steps(
             s = slice(chunk.start, min(chunk.stop, len(owners)))
             if s.start >= s.stop:  # this chunk's rows have taken all their steps
                 break
-            yield s, _batch(fed, data, owners[s], pos[s], mask[s], whole)
+            yield s, gather_batch(fed, data, owners[s], pos[s], mask[s], whole)
 
 
 def drawn_grads(
@@ -213,13 +229,13 @@ def gather_chunks(
     data = getattr(fed, split)
     chunks = row_chunks(fed.model, len(owners), group)
     if chunks is None:  # one chunk of every row (no slicing)
-        yield slice(0, len(owners)), _batch(fed, data, owners, pos, mask, full)
+        yield slice(0, len(owners)), gather_batch(fed, data, owners, pos, mask, full)
         return
     for s in chunks:
-        yield s, _batch(fed, data, owners[s], pos[s], mask[s], full)
+        yield s, gather_batch(fed, data, owners[s], pos[s], mask[s], full)
 
 
-def _batch(fed: Federation, data, owners: Tensor, pos: Tensor, mask: Tensor, full: bool) -> Batch:
+def gather_batch(fed: Federation, data, owners: Tensor, pos: Tensor, mask: Tensor, full: bool) -> Batch:
     """The drawn minibatches ``pos [r, B]`` of ``owners [r]`` gathered from ``data`` (a split), the mask moved
     to the device; ``full``: the whole draw's (a chunk's loss takes the mask as the unchunked call would)."""
     x, y = data.gather(owners, pos)

@@ -180,7 +180,8 @@ class MemoryPlan:
 
     Attributes:
         budget_bytes: the budget. resident_bytes: data, state and a round's stacks (see the module docstring).
-        row_bytes: working bytes of one client row in a call. rows: clients per batched call (None: all).
+        row_bytes: working bytes of one client row in a call (and of its model, where an evaluation adapts
+            every client's). rows: clients per batched call (None: all).
         fits: whether the resident bytes plus one row fit the budget.
         eval_bytes: working bytes of one evaluation call (:func:`evaluation_bytes`); eval_fits: whether the
             resident bytes plus those fit the budget (evaluation's calls are never split: see
@@ -228,17 +229,16 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
 
     The resident bytes are measured (the federation's data, the tensors the algorithm holds and the models
     it scores that it holds, ``held_models``: the models an evaluation adapts are not computed to plan; on the
-    device: its per-client stacks placed off it, ``fed.states``, do not count) plus a
-    round's stacks, estimated (``algorithm.transient_bytes``): ``S · P · TRANSIENT_COPIES`` elements, with ``S``
-    the most clients a round or an evaluation stacks (``stacked_clients``: the clients sampled per round, or all
-    N where every client is adapted for its evaluation: Per-FedAvg, FedAvg+FT, FFGG; pFedMe's N clients train a
-    chunk of rows at a time, ``hetfl.engine.grad.chunks_through_steps``), where an evaluation adapts only the
-    personal parameters (FFGG, FedAlt, FedSim; FedAvg+FT with ``finetune: personal``) N rows of those and S of
-    the whole model, and an evaluation's adapted rows counted ``adapted_copies`` times (1, or 2 with momentum
-    buffers) rather than ``TRANSIENT_COPIES``; their minibatches and gradients are counted per row of
-    a call (every algorithm on client data gathers and differentiates them chunk by chunk:
-    ``hetfl.engine.grad.row_batches``, ``drawn_chunks``). An evaluation's working set
-    (:func:`evaluation_bytes`) comes on top of the resident bytes, not of a training call's rows.
+    device: its per-client stacks placed off it, ``fed.states``, do not count) plus a round's stacks,
+    estimated (``algorithm.transient_bytes``): ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients
+    sampled per round (pFedMe's N clients train a chunk of rows at a time,
+    ``hetfl.engine.grad.chunks_through_steps``); their minibatches and gradients are counted per row of a call
+    (every algorithm on client data gathers and differentiates them chunk by chunk:
+    ``hetfl.engine.grad.row_batches``, ``drawn_chunks``), and so are the models an evaluation adapts for every
+    client (Per-FedAvg, FedAvg+FT, FFGG, FedAlt, FedSim: ``algorithm.adapted_row_bytes``, the adapted
+    parameters, once or with their momentum buffers), since it adapts, scores and drops them a row chunk at a
+    time (``hetfl.engine.adapt``). An evaluation's working set (:func:`evaluation_bytes`) comes on top of the
+    resident bytes, not of a training call's rows.
     """
     model = fed.model
     size = torch.empty((), dtype=fed.dtype).element_size()
@@ -247,7 +247,7 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=on_device)
     transient = algorithm.transient_bytes(size, model.num_parameters())
     resident = data + state + transient
-    per_row = row_bytes(model, batch, size)
+    per_row = row_bytes(model, batch, size) + algorithm.adapted_row_bytes(size, model.num_parameters())
     rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)
     evaluation = evaluation_bytes(fed, size)
     return MemoryPlan(budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget)

@@ -79,19 +79,22 @@ class ClientStates:
             return "mmap"
         return "host" if idle else "device"
 
-    def stack(self, params: Params, clients: int, idle: bool = True) -> Params:
+    def stack(self, params: Params, clients: int, idle: bool = True, record: bool = True) -> Params:
         """``clients`` copies of a shared model ``params [1, ...]``: ``[clients, ...]``, placed (the values of
-        ``hetfl.engine.params.broadcast``). ``idle``: not every client trains every round."""
-        out = self.zeros({k: v.expand(clients, *v.shape[1:]) for k, v in params.items()}, idle)
+        ``hetfl.engine.params.broadcast``). ``idle``: not every client trains every round; ``record``: as in
+        :meth:`zeros`."""
+        out = self.zeros({k: v.expand(clients, *v.shape[1:]) for k, v in params.items()}, idle, record)
         for k, v in params.items():
             out[k].copy_(v.expand_as(out[k]))
         return out
 
-    def zeros(self, like: Params, idle: bool = True) -> Params:
-        """Zeros shaped and typed like ``like [N, ...]``, placed as one stack (``idle`` as in :meth:`stack`)."""
+    def zeros(self, like: Params, idle: bool = True, record: bool = True) -> Params:
+        """Zeros shaped and typed like ``like [N, ...]``, placed as one stack (``idle`` as in :meth:`stack`).
+        ``record`` False: a stack made to be written out, not kept as client state (the final state's
+        per-client models, ``final.pt``): placed by the same rule, not counted in :attr:`placed`."""
         nbytes = sum(v.numel() * v.element_size() for v in like.values())
         where = self.place(nbytes, idle)
-        self.placed[where] += nbytes
+        self.placed[where] += nbytes if record else 0
         # zeros written even into a new file (which reads as zeros): reading a file's holes costs about
         # 10 ms per MB on first touch, writing them once at the start less than 1.2 ms
         out = {k: self._empty(v.shape, v.dtype, where).zero_() for k, v in like.items()}

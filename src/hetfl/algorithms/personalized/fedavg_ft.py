@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.baselines.fedavg import FedAvg, FedAvgHyperparameters
-from hetfl.engine.grad import local_sgd
+from hetfl.engine.adapt import ClientModels, adapted_chunks
 from hetfl.engine.params import Params, all_finite, broadcast
 from hetfl.engine.sampler import eval_sampler
 
@@ -36,7 +37,7 @@ class FedAvgFTHyperparameters(FedAvgHyperparameters):
         self._positive(key, "finetune_steps", allow_zero=True)
 
 
-class FedAvgFT(FedAvg):
+class FedAvgFT(AdaptsForEvaluation, FedAvg):
     """FedAvg training; personal models fine-tuned from the global one at evaluation."""
 
     name = "fedavg_ft"
@@ -47,10 +48,8 @@ class FedAvgFT(FedAvg):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
-    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
-
-    def stacked_parameters(self, parameters: int) -> int:
-        """With ``finetune: personal`` the personal parameters' elements (the evaluation's N rows view the others:
+    def adapted_parameters(self, parameters: int) -> int:
+        """With ``finetune: personal`` the personal parameters' elements (the evaluation's rows view the others:
         ``hetfl.engine.params.broadcast``), else all ``parameters``."""
         if self.hp.finetune != "personal":
             return parameters
@@ -60,18 +59,30 @@ class FedAvgFT(FedAvg):
         self.t = t
         super().round(t, sampled)
 
-    def eval_models(self) -> dict[str, Params]:
-        if self._cache is None or self._cache[0] != self.t:
-            hp, fed = self.hp, self.fed
-            keys = fed.model.personal_keys() if hp.finetune == "personal" else None
-            fixed = [k for k in self.w if keys is not None and k not in keys]  # only read: views, no copies
-            personal = broadcast(self.w, fed.num_clients, views=fixed)
+    def held_models(self) -> dict[str, Params]:
+        """The global model, scored as it is."""
+        return {"global": self.w}
+
+    def adapt(self) -> ClientModels:
+        """Each client's copy of the global model fine-tuned on its training data (``finetune_steps`` steps of
+        the client optimizer from zero momentum, at the constant ``finetune_lr``; ``finetune: personal``: the
+        personal parameters only, the others viewed, not copied)."""
+        hp, fed = self.hp, self.fed
+        keys = fed.model.personal_keys() if hp.finetune == "personal" else None
+        fixed = [k for k in self.w if keys is not None and k not in keys]  # only read: views, no copies
+        lr = hp.finetune_lr or hp.lr  # constant: the schedule is the training rounds'
+
+        def chunks():
             sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
-            opt = self.client_optimizer(personal, keys)  # zero momentum: fine-tuning starts from w_t
-            lr = hp.finetune_lr or hp.lr  # constant: the schedule is the training rounds'
-            local_sgd(fed, sampler, personal, fed.all_clients(), hp.finetune_steps, lr, optimizer=opt)
-            self._cache = (self.t, personal)
-        return {"global": self.w, "personal": self._cache[1]}
+            return adapted_chunks(
+                fed,
+                sampler,
+                lambda s: broadcast(self.w, s.stop - s.start, views=fixed),
+                [lr] * hp.finetune_steps,
+                optimizer=lambda params: self.client_optimizer(params, keys),  # zero momentum: from w_t
+            )
+
+        return ClientModels(fed.num_clients, chunks, views=fixed)
 
     def finite(self) -> bool:
         return all_finite(self.w)

@@ -21,10 +21,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import ClientOptimization
-from hetfl.engine.grad import local_sgd
-from hetfl.engine.params import Params, all_finite, broadcast
+from hetfl.engine.adapt import ClientModels, adapted_chunks
+from hetfl.engine.params import Params, all_finite, broadcast, rows
 from hetfl.engine.sampler import eval_sampler
 from hetfl.errors import ConfigError
 from hetfl.models.adapters import SPLITS
@@ -56,7 +56,7 @@ class PartialHyperparameters(ClientOptimization):
         super().check(key)
 
 
-class PartialPersonalization(FederatedAlgorithm):
+class PartialPersonalization(AdaptsForEvaluation):
     """Base: θ (``self.theta``, ``[1, ...]``) and the personal parameter names of the split.
 
     Attributes:
@@ -78,9 +78,7 @@ class PartialPersonalization(FederatedAlgorithm):
         self.t = 0
         self._cache: tuple[int, Params] | None = None
 
-    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
-
-    def stacked_parameters(self, parameters: int) -> int:
+    def adapted_parameters(self, parameters: int) -> int:
         """The personal part's elements: the evaluation's N rows view θ, not copy it (:meth:`compose`)."""
         return self.fed.model.num_parameters(self.personal_keys)
 
@@ -125,19 +123,26 @@ class PartialPersonalization(FederatedAlgorithm):
         mean = self.aggregate({k: local[k] for k in self.global_keys}, sampled)
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
 
-    def eval_models(self) -> dict[str, Params]:
-        """Each client's personal model: θ with w fine-tuned on its training data (cached per round): ``[N,
-        ...]``, its global part θ's one row viewed N times (no copy: ``hetfl.engine.params.broadcast``)."""
-        if self._cache is None or self._cache[0] != self.t:
-            clients = self.fed.all_clients()
+    def adapt(self) -> ClientModels:
+        """Each client's personal model: θ with w fine-tuned on its training data (``finetune_steps`` steps of
+        the client optimizer from zero momentum, at ``finetune_lr``, null: :attr:`personal_lr`), from
+        :meth:`personal_start`; the global part θ's one row viewed by every client (no copy:
+        ``hetfl.engine.params.broadcast``), the fine-tuning only reads it."""
+        clients = self.fed.all_clients()
+        lr = self.hp.finetune_lr or self.personal_lr
+
+        def chunks():
             sampler = eval_sampler(self.fed.train.sizes, self.hp.batch_size, self.seed, self.t, self.sampling)
-            start = self.personal_start(clients, sampler.generator)
-            params = self.compose(start, len(clients), share=True)  # fine-tuning only reads θ
-            lr = self.hp.finetune_lr or self.personal_lr
-            opt = self.client_optimizer(params, self.personal_keys)  # zero momentum: fine-tuning is a copy
-            local_sgd(self.fed, sampler, params, clients, self.hp.finetune_steps, lr, optimizer=opt)
-            self._cache = (self.t, params)
-        return {"personal": self._cache[1]}
+            start = self.personal_start(clients, sampler.generator)  # before the minibatches' draws
+            return adapted_chunks(
+                self.fed,
+                sampler,
+                lambda s: self.compose(rows(start, s), s.stop - s.start, share=True),
+                [lr] * self.hp.finetune_steps,
+                optimizer=lambda params: self.client_optimizer(params, self.personal_keys),  # a copy's
+            )
+
+        return ClientModels(self.fed.num_clients, chunks, views=self.global_keys)
 
     def finite(self) -> bool:
         return all_finite(self.theta)

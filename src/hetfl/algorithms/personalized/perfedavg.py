@@ -46,10 +46,11 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Federated
+from hetfl.engine.adapt import ClientModels, adapted_chunks
 from hetfl.engine.federation import Batch
-from hetfl.engine.grad import client_grads, gather_chunks, local_sgd
+from hetfl.engine.grad import client_grads, gather_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
@@ -83,7 +84,7 @@ def _shifted(params: Params, direction: Params, scale: float) -> Params:
     return {k: v + scale * direction[k] for k, v in params.items()}
 
 
-class PerFedAvg(FederatedAlgorithm):
+class PerFedAvg(AdaptsForEvaluation):
     """Per-FedAvg. State: the global model ``w [1, ...]``."""
 
     name = "perfedavg"
@@ -95,8 +96,6 @@ class PerFedAvg(FederatedAlgorithm):
         self.w = self.initial_model()
         self.t = 0
         self._cache: tuple[int, Params] | None = None
-
-    evaluation_adapts = True  # every client's model adapted for the evaluation, in one stack
 
     def adapted_copies(self) -> int:
         """One: the evaluation's adaptation takes plain steps (no optimizer, no momentum buffers)."""
@@ -152,21 +151,24 @@ class PerFedAvg(FederatedAlgorithm):
             local = self._local_step(local, sampled, opt, t)
         self.w = self.aggregate(local, sampled)
 
-    def eval_models(self) -> dict[str, Params]:
-        """The global model, and each client's adaptation of it (cached per round)."""
-        if self._cache is None or self._cache[0] != self.t:
-            hp, fed = self.hp, self.fed
-            clients = fed.all_clients()
-            personal = broadcast(self.w, fed.num_clients)
+    def held_models(self) -> dict[str, Params]:
+        """The global model, scored as it is."""
+        return {"global": self.w}
+
+    def adapt(self) -> ClientModels:
+        """Each client's adaptation of the global model (``adaptation``): ``adaptation_steps`` α-steps on its
+        training minibatches, or ``official``'s α-step then β-step on test batches 2t and 2t + 1."""
+        hp, fed = self.hp, self.fed
+        start = lambda s: broadcast(self.w, s.stop - s.start)  # noqa: E731
+
+        def chunks():
             if hp.adaptation == "train":
                 sampler = eval_sampler(fed.train.sizes, hp.batch_size, self.seed, self.t, self.sampling)
-                local_sgd(fed, sampler, personal, clients, hp.adaptation_steps, hp.lr)
-            else:  # official: an α-step then a β-step, on test batches 2t and 2t + 1 (leaks test data)
-                sampler = cycling_sampler(fed.test.sizes, hp.batch_size, 2 * self.t)
-                local_sgd(fed, sampler, personal, clients, 1, hp.lr, split="test")
-                local_sgd(fed, sampler, personal, clients, 1, hp.beta, split="test")
-            self._cache = (self.t, personal)
-        return {"global": self.w, "personal": self._cache[1]}
+                return adapted_chunks(fed, sampler, start, [hp.lr] * hp.adaptation_steps)
+            sampler = cycling_sampler(fed.test.sizes, hp.batch_size, 2 * self.t)  # leaks test data
+            return adapted_chunks(fed, sampler, start, [hp.lr, hp.beta], split="test")
+
+        return ClientModels(fed.num_clients, chunks)
 
     def finite(self) -> bool:
         return bool(torch.stack([torch.isfinite(v).all() for v in self.w.values()]).all())
