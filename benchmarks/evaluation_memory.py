@@ -4,7 +4,8 @@ personal part, FedAvg+FT's, Per-FedAvg's adaptation step) within a ``memory_budg
 A synthetic federation of the mnist5k shape (``benchmarks/scaling.py``'s: random pixels and labels, 10
 training and 3 test samples a client) with N = ``--clients`` clients and the default CNN (105,866 parameters;
 FedAlt and FedAvg+FT with ``split: output``, the personal part 650 of them, FedAvg+FT with ``finetune:
-personal``); 10 clients a round, 2 fine-tuning steps (Per-FedAvg: its one step). Each algorithm runs in its
+personal``; ``fedavg_ft_all`` and Per-FedAvg adapt the whole model); 10 clients a round, 2 fine-tuning steps
+(Per-FedAvg: its one step). Each algorithm runs in its
 own process (peak RSS is per process), one torch thread, float32, within ``--budget-mib`` MiB (the rows per
 call planned as a training job plans them, ``hetfl.train.apply_memory_budget``, convolutions split too as
 under a numeric budget in a run's spec), one round, then one evaluation of every model. Prints the plan
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.clients} clients, budget {args.budget_mib:g} MiB; peak RSS above the process's baseline, MiB"
     )
     print(
-        f"{'run':<11}{'rows':>6}{'fits':>6}{'planned':>9}{'eval s':>8}{'peak, round':>13}{'peak, eval':>12}"
+        f"{'run':<14}{'rows':>6}{'fits':>6}{'planned':>9}{'eval s':>8}{'peak, round':>13}{'peak, eval':>12}"
     )
     for name in args.algorithms:
         cmd = [sys.executable, __file__, "--one", name, "--clients", str(args.clients),
@@ -95,11 +96,11 @@ def main(argv: list[str] | None = None) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             err = proc.stderr.strip()
-            print(f"{name:<11} failed: {err.splitlines()[-1] if err else proc.returncode}")
+            print(f"{name:<14} failed: {err.splitlines()[-1] if err else proc.returncode}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         print(
-            f"{name:<11}{r['rows'] or 'all':>6}{'yes' if r['fits'] else 'no':>6}{r['resident_mib']:>9.0f}"
+            f"{name:<14}{r['rows'] or 'all':>6}{'yes' if r['fits'] else 'no':>6}{r['resident_mib']:>9.0f}"
             f"{r['eval_s']:>8.2f}{r['peak_before_eval_mib']:>13.0f}{r['peak_mib']:>12.0f}"
         )
 

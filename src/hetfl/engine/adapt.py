@@ -26,7 +26,7 @@ Chunks = Iterator[tuple[slice, Params]]
 
 
 class ClientModels:
-    """Per-client models ``[N, ...]`` computed a chunk of clients at a time, never stacked.
+    """Per-client models ``[N, ...]`` computed a chunk of clients at a time (stacked only by :meth:`stack`).
 
     Iterating yields ``(s, params)``: ``s`` a slice of the clients (in order, together every client once) and
     ``params [s.stop - s.start, ...]`` their models, valid until the next chunk is asked for.
@@ -86,7 +86,7 @@ def adapted_chunks(
     one step each); then, for each chunk ``s`` of ``row_chunks(fed.model, N)`` (every client at once without a
     row limit), ``start(s)`` gives its models (new tensors the steps may write; a parameter only read may be
     a view), ``optimizer(models)`` their client optimizer (None: plain steps), and the chunk takes all its
-    steps and is yielded.
+    steps (none where no parameter is trained, as ``local_sgd``) and is yielded.
 
     Args:
         start: ``s -> Params [r, ...]``, the models the clients ``s`` start from.
@@ -108,7 +108,7 @@ def adapted_chunks(
         opt = optimizer(params) if optimizer is not None else None
         trained = opt.keys if opt is not None else list(params) if keys is None else keys
         whole = slice(0, s.stop - s.start)  # the optimizer's rows: the chunk's own
-        for (pos, mask), lr, is_full in zip(draws, lrs, full, strict=True):
+        for (pos, mask), lr, is_full in zip(draws, lrs, full, strict=True) if trained else ():  # as local_sgd
             batch = gather_batch(fed, data, owners[s], pos[s], mask[s], is_full)
             sgd_step(fed.model, params, batch, lr, trained, whole, opt)
         yield s, params
