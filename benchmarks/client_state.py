@@ -2,7 +2,9 @@
 w_{i,R}) on the device (RAM) or placed by the training job's rule (``hetfl.engine.state``: a memory-mapped file
 when the state does not fit the budget), inside a memory limit like a SLURM job's.
 
-SCAFFOLD (``--algorithm pfedme``: pFedMe, whose C clients all train every round, K = 2 inner steps) on a
+SCAFFOLD (``--algorithm pfedme``: pFedMe, whose C clients all train every round, K = 2 inner steps;
+``--algorithm cobo``: CoBo, whose C clients all train every iteration and whose collaboration weights are
+updated every iteration from the C² pairs' gradients at their midpoints, b_α = 10) on a
 synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
 CIFAR-10's; 10 classes, ``--samples`` training samples per client, random pixels and labels), ``--model``
 (default: the DNN, 79,510 parameters),
@@ -48,6 +50,7 @@ import time
 HYPERPARAMETERS = {
     "scaffold": {"lr": 0.05},
     "pfedme": {"lr": 0.05, "personal_lr": 0.05, "lam": 15, "K": 2},
+    "cobo": {"lr": 0.05, "b_alpha": 10, "tau": 1},  # every client every iteration; weights every iteration
 }
 """Each algorithm's hyper-parameters besides the batch of 10, ``--local-steps`` and ``--sampled``."""
 
@@ -83,14 +86,11 @@ def measure(
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0
         fed.states = ClientStates(cpu, budget, reserved=data_bytes(fed))
     cls = get_algorithm(algorithm_name)
-    hp = {
-        **HYPERPARAMETERS[algorithm_name],
-        "batch_size": 10,
-        "local_steps": steps,
-        "clients_per_round": sampled,
-    }
+    hp = {**HYPERPARAMETERS[algorithm_name], "batch_size": 10, "local_steps": steps}
+    if "clients_per_round" in cls.Hyperparameters.names():  # CoBo: every client, every round
+        hp["clients_per_round"] = sampled
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, algorithm_name), 0, "epoch")
-    algorithm.evaluated = ("global",)
+    algorithm.evaluated = cls.models[:1]  # the global model (CoBo: the personal models)
     plan = apply_memory_budget(fed, algorithm, "auto", cpu) if placement == "auto" else None
     schedule = participation_schedule(clients, sampled, rounds + 1, 0)
     times = []

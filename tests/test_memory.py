@@ -260,6 +260,19 @@ def test_plan_memory_shrinks_rows_with_the_budget():
     json.dumps(tight.record())
 
 
+@pytest.mark.parametrize("name,pairs", [("cobo", True), ("all_for_one", True), ("ditto", False)])
+def test_the_plan_limits_the_rows_of_calls_over_every_pair_of_clients(name, pairs):
+    """CoBo's weight update and All-for-one's estimation take the N² ordered pairs of clients in their calls:
+    the plan sets a row limit whenever fewer rows than N² fit, not only fewer than the N clients."""
+    fed = tiny_federation("dnn", sizes=(5,) * 6)
+    cls = get_algorithm(name, environment=FEDERATION)
+    algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
+    assert algorithm.call_rows == (36 if pairs else 6)
+    big = plan_memory(fed, algorithm, 1 << 30, 4)
+    between = plan_memory(fed, algorithm, big.resident_bytes + 20 * big.row_bytes, 4)  # 6 <= 20 < 36
+    assert big.rows is None and between.rows == (20 if pairs else None)
+
+
 @pytest.mark.parametrize(
     "name,hp,adapts,personal,copies",
     [

@@ -69,6 +69,13 @@ class Algorithm(ABC):
         s = getattr(self.hp, "clients_per_round", None)
         return self.env.num_clients if s is None else s
 
+    @property
+    def call_rows(self) -> int:
+        """The most rows one of its batched calls takes: N clients; N² where it differentiates every ordered pair
+        of clients (All-for-one's similarity estimation, CoBo's weight update). The memory plan sets a row limit
+        whenever fewer rows than these fit (``hetfl.engine.memory.plan_rows``)."""
+        return self.env.num_clients
+
     evaluation_adapts: ClassVar[bool] = False
     """True where :meth:`eval_models` adapts every client's model for the evaluation rather than returning
     models the algorithm holds (Per-FedAvg, FedAvg+FT, FFGG/FedAlt/FedSim: ``hetfl.algorithms.adapting``)."""

@@ -26,7 +26,9 @@ row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.pla
 An evaluation call needs ``EVAL_COPIES`` copies of the activations of the most samples it takes
 (:func:`evaluation_bytes`) on top of the resident state; evaluation is never split (its blocks set its
 per-client sums: ``hetfl.engine.evaluate.ACTIVATION_BUDGET``), so a budget below that is only reported
-(``eval_fits`` false in ``run.json``, and the log says so).
+(``eval_fits`` false in ``run.json``, and the log says so). The models an evaluation adapts for every client
+(Per-FedAvg, FedAvg+FT, FFGG, FedAlt, FedSim) are adapted, scored and dropped a row chunk of clients at a
+time (``hetfl.engine.adapt``), so they count per row.
 """
 
 from __future__ import annotations
@@ -216,7 +218,8 @@ def data_bytes(fed) -> int:
 
 def plan_rows(budget: int, resident: int, per_row: int, clients: int) -> tuple[int | None, bool]:
     """``(rows, fits)``: the most rows a call may take within ``budget`` bytes after ``resident`` bytes
-    (None: at least ``clients``, no chunking), at least 1; ``fits`` False when not even one row fits."""
+    (None: at least ``clients``, the most rows any call takes, ``algorithm.call_rows``: no chunking), at
+    least 1; ``fits`` False when not even one row fits."""
     left = budget - resident
     fits = left >= per_row
     rows = max(1, left // max(1, per_row)) if fits else 1
@@ -248,7 +251,7 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     transient = algorithm.transient_bytes(size, model.num_parameters())
     resident = data + state + transient
     per_row = row_bytes(model, batch, size) + algorithm.adapted_row_bytes(size, model.num_parameters())
-    rows, fits = plan_rows(budget, resident, per_row, fed.num_clients)
+    rows, fits = plan_rows(budget, resident, per_row, algorithm.call_rows)
     evaluation = evaluation_bytes(fed, size)
     return MemoryPlan(budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget)
 

@@ -127,6 +127,11 @@ class AllForOne(AllForOneBase):
         self.alpha_sampler = PairSampler(fed.train.sizes, hp.b_alpha, self.rng, sampling)
         self.n = client_sizes(fed, hp.client_size)
 
+    @property
+    def call_rows(self) -> int:
+        """N²: the similarity estimation differentiates every ordered pair of clients (:meth:`estimate`)."""
+        return self.fed.num_clients**2
+
     def update_weights(self) -> None:
         if self.iteration % self.hp.period() == 0:
             self.record(*self.estimate())

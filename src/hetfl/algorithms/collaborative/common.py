@@ -128,22 +128,30 @@ def _chunk(model: BatchedModel, samples_per_row: int, budget: int) -> int:
     return max(1, budget // max(1, samples_per_row * model.sample_cost()))
 
 
-def stacked_grads(model: BatchedModel, params: Params, batch: Batch, budget: int = BUDGET) -> Tensor:
+def stacked_grads(
+    model: BatchedModel, params: Params, batch: Batch, budget: int = BUDGET, out: Tensor | None = None
+) -> Tensor:
     """Row c's mean-loss gradient at ``params[c]`` on ``batch`` row c, flattened: ``Tensor[C, D]``.
 
     With ``params = repeat_rows(θ, N)`` and the batches of all N² pairs this is the matrix of the N×N
     gradients ĝ_ik = ∇ℓ(θ_i; B_k) (paper §4, Eq. 1) in one batched computation (``BatchedModel.loss_grads``),
-    in row chunks that keep activations under ``budget`` elements.
+    in row chunks that keep activations under ``budget`` elements. ``out``: a ``[C, D]`` tensor to write
+    them into, each chunk as it comes (cast to its dtype: CoBo's float64 inner products), returned.
     """
     rows = next(iter(params.values())).shape[0]
     step = _chunk(model, batch.x.shape[1], budget)
-    out = []
+    parts = []
     for s in range(0, rows, step):
         sl = slice(s, s + step)
         mask = None if batch.full else batch.mask[sl]
         _, grads = model.loss_grads({k: v[sl] for k, v in params.items()}, batch.x[sl], batch.y[sl], mask)
-        out.append(flatten(grads))
-    return torch.cat(out) if len(out) > 1 else out[0]
+        if out is not None:
+            out[sl] = flatten(grads)
+            continue
+        parts.append(flatten(grads))
+    if out is not None:
+        return out
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
 def weighted_grads(
