@@ -147,6 +147,30 @@ def test_bad_config_stops_before_any_job(repo, change, message):
     assert "Nothing to be done" in snakemake(repo, "-n").stdout  # the earlier results are untouched
 
 
+@pytest.mark.parametrize("value", ["0.5", "0", "lots"])  # (a negative one Snakemake refuses itself)
+def test_a_bad_command_line_memory_budget_stops_before_any_job(repo, value):
+    """Snakemake rounds a resource to an integer (0.5 would reach every job as 0): refused when planning."""
+    proc = snakemake(
+        repo, "--forcerun", "train", "--set-resources", f"train:memory_budget={value}", check=False
+    )
+    assert proc.returncode != 0
+    assert (
+        f"train:memory_budget={value}: expected 'auto' or a whole number of MiB >= 1"
+        in proc.stdout + proc.stderr
+    )
+    assert "rule train" not in proc.stdout and "Job stats" not in proc.stdout
+    assert "Nothing to be done" in snakemake(repo, "-n").stdout  # the earlier results are untouched
+
+
+def test_a_fractional_config_memory_budget_reaches_the_job_exactly(repo):
+    """A config's memory_budget that is not a whole number goes to the job as its text (a float resource
+    would be rounded: 0.5 MiB to 0, which no job takes)."""
+    half = repo / "half.yaml"
+    half.write_text(yaml.safe_dump({"studies": {"tiny": {"memory_budget": 0.5}}}))
+    out = snakemake(repo, "-n", "--configfile", "config/config.yaml", str(half), "--forcerun", "train").stdout
+    assert "memory_budget=0.5," in out and "memory_budget=0," not in out
+
+
 def test_lint_is_clean():
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True

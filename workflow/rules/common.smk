@@ -35,6 +35,16 @@ for _key, _placeholder in SLURM_PLACEHOLDERS.items():
             f"at the top of that file, or pass --default-resources {_key}=<yours>"
         )
 
+# --set-resources train:memory_budget=...: Snakemake rounds a number to an integer (0.5 becomes 0) and passes
+# it to every training job; refuse what no job could take before any runs.
+_train_set = workflow.resource_settings.overwrite_resources.get("train", {})
+_cli_budget = str(_train_set["memory_budget"].raw).strip("'\"") if "memory_budget" in _train_set else "auto"
+if _cli_budget != "auto" and not (_cli_budget.isdigit() and int(_cli_budget) >= 1):
+    raise WorkflowError(
+        f"--set-resources train:memory_budget={_cli_budget}: expected 'auto' or a whole number of MiB >= 1 "
+        "(Snakemake rounds a resource to an integer; set a fraction of a MiB as the config's memory_budget)"
+    )
+
 validate(config, schema="../schemas/config.schema.yaml")
 try:
     SUITE = build_suite(config)
@@ -136,8 +146,10 @@ def get_train_mem_mb(wildcards, attempt):
 
 
 def get_memory_budget(wildcards):
-    """The run's memory_budget (MiB, or auto): how many clients a batched call takes, never what it computes."""
-    return STUDIES[wildcards.study].memory_budget(wildcards.run)
+    """The run's memory_budget (MiB, or auto): how many clients a batched call takes, never what it computes.
+    A number that is not whole goes as its text: Snakemake would round a float resource to an integer."""
+    budget = STUDIES[wildcards.study].memory_budget(wildcards.run)
+    return budget if isinstance(budget, str) or budget == int(budget) else repr(float(budget))
 
 
 def get_train_gpu(wildcards):
