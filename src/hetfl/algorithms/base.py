@@ -82,11 +82,11 @@ class Algorithm(ABC):
 
     def held_models(self) -> dict:
         """The models the memory plan counts as held (``hetfl.engine.memory.plan_memory``, before the first
-        round): :meth:`eval_models`, or those it does not adapt where the evaluation adapts them
-        (:attr:`evaluation_adapts`: they are computed for each evaluation, under the run's row limit, and
-        counted per row, :meth:`adapted_row_bytes`; computing them to plan would adapt every client at once,
-        before any limit)."""
-        return {} if self.evaluation_adapts else self.eval_models()
+        round): :meth:`eval_models`. Where the evaluation adapts them (:attr:`evaluation_adapts`,
+        ``hetfl.algorithms.adapting``) only those it does not adapt: the adapted ones are computed for each
+        evaluation under the run's row limit and counted per row (:meth:`adapted_row_bytes`); computing them to
+        plan would adapt every client at once, before any limit."""
+        return self.eval_models()
 
     def adapted_parameters(self, parameters: int) -> int:
         """Elements each adapted row copies (:attr:`evaluation_adapts`), of a model of ``parameters``: all of
