@@ -240,7 +240,7 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         print(
             f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
             f"{memory.resident_bytes / MIB:.0f} MiB plus an evaluation call's {memory.eval_bytes / MIB:.0f} MiB "
-            "(evaluation is never split: its blocks set its sums)",
+            "(an evaluation's blocks are never split: they set its sums)",
             file=log or sys.stderr,
         )
     off = {"host": "host memory", "mmap": "a memory-mapped file"}

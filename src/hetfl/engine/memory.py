@@ -24,7 +24,7 @@ model copies), then for the row chunks of one call, each row costing
 every client in one call). When the resident state alone exceeds the budget the run still goes on, one
 row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.plan`` says it before).
 An evaluation call needs ``EVAL_COPIES`` copies of the activations of the most samples it takes
-(:func:`evaluation_bytes`) on top of the resident state; evaluation is never split (its blocks set its
+(:func:`evaluation_bytes`) on top of the resident state; its blocks are never split (they set its
 per-client sums: ``hetfl.engine.evaluate.ACTIVATION_BUDGET``), so a budget below that is only reported
 (``eval_fits`` false in ``run.json``, and the log says so). The models an evaluation adapts for every client
 (Per-FedAvg, FedAvg+FT, FFGG, FedAlt, FedSim) are adapted, scored and dropped a row chunk of clients at a
