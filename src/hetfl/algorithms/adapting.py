@@ -23,12 +23,15 @@ class AdaptsForEvaluation(FederatedAlgorithm):
     """Base of the algorithms whose evaluation adapts every client's model (model ``personal``).
 
     Subclasses implement :meth:`adapt` and, where they hold models scored as they are (the global model),
-    :meth:`held_models`; they keep ``t`` (the last round) and ``_cache`` (None at first).
+    :meth:`held_models`, and keep ``t``, the last round.
     """
 
     evaluation_adapts: ClassVar[bool] = True
     t: int
-    _cache: tuple[int, Params] | None
+
+    def __init__(self, fed, hp, seed, sampling="epoch"):
+        super().__init__(fed, hp, seed, sampling)
+        self._cache: tuple[int, Params] | None = None  # (t, the round's adapted stack)
 
     def held_models(self) -> dict[str, Params]:
         """The models held and scored as they are, before ``personal`` (none by default)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from hetfl.engine.federation import Federation
-from hetfl.engine.grad import gather_batch, sgd_step
+from hetfl.engine.grad import chunks_through_steps, sgd_step
 from hetfl.engine.memory import row_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params
@@ -74,41 +74,42 @@ def adapted_chunks(
     sampler: BatchSampler,
     start: Callable[[slice], Params],
     lrs: list[float],
-    keys: list[str] | None = None,
     split: str = "train",
     optimizer: Callable[[Params], ClientOptimizer] | None = None,
 ) -> Chunks:
     """Every client adapted by ``len(lrs)`` local SGD steps, step k of size ``lrs[k]`` (``local_sgd``'s steps,
     ``hetfl.engine.grad.sgd_step``), a row chunk of clients at a time.
 
-    The minibatches of every step are drawn first (one ``sampler.next`` over the N clients a step, in step
-    order: the draws of ``local_sgd`` over all N clients, step by step, or of consecutive ``local_sgd`` calls of
-    one step each); then, for each chunk ``s`` of ``row_chunks(fed.model, N)`` (every client at once without a
-    row limit), ``start(s)`` gives its models (new tensors the steps may write; a parameter only read may be
-    a view), ``optimizer(models)`` their client optimizer (None: plain steps), and the chunk takes all its
-    steps (none where no parameter is trained, as ``local_sgd``) and is yielded.
+    The minibatches come from ``hetfl.engine.grad.chunks_through_steps`` over the N clients (the draws of
+    ``local_sgd`` over all N clients, step by step, or of consecutive ``local_sgd`` calls of one step each;
+    under a row limit every step drawn first, then chunk by chunk). For each chunk ``s`` of
+    ``row_chunks(fed.model, N)`` (every client at once without a row limit), ``start(s)`` gives its models
+    (new tensors the steps may write; a parameter only read may be a view), ``optimizer(models)`` their
+    client optimizer (None: plain steps of every parameter), and the chunk takes all its steps (none where no
+    parameter is trained, as ``local_sgd``) and is yielded.
 
     Args:
         start: ``s -> Params [r, ...]``, the models the clients ``s`` start from.
         lrs: the step sizes, one per step.
-        keys: the parameters the plain steps train (None: all; the optimizer's when it is given).
         split: the data the steps draw from (``train``; ``test`` for Per-FedAvg's ``adaptation: official``).
 
     Yields:
         ``(s, params)``: the clients ``s`` and their adapted models ``[r, ...]``.
     """
     n = fed.num_clients
-    clients = fed.all_clients()
-    owners = sampler.owners(clients)
-    draws = [sampler.next(clients) for _ in lrs]
-    full = [bool(mask.all()) for _, mask in draws]  # each step's whole draw's, as one stack
-    data = getattr(fed, split)
-    for s in row_chunks(fed.model, n) or [slice(0, n)]:
-        params = start(s)
-        opt = optimizer(params) if optimizer is not None else None
-        trained = opt.keys if opt is not None else list(params) if keys is None else keys
-        whole = slice(0, s.stop - s.start)  # the optimizer's rows: the chunk's own
-        for (pos, mask), lr, is_full in zip(draws, lrs, full, strict=True) if trained else ():  # as local_sgd
-            batch = gather_batch(fed, data, owners[s], pos[s], mask[s], is_full)
-            sgd_step(fed.model, params, batch, lr, trained, whole, opt)
-        yield s, params
+    if not lrs:  # no steps: the starting models
+        for s in row_chunks(fed.model, n) or [slice(0, n)]:
+            yield s, start(s)
+        return
+    s = params = opt = None
+    for rows, batch in chunks_through_steps(fed, sampler, fed.all_clients(), [n] * len(lrs), split):
+        if rows != s:  # the first step of the next chunk
+            if s is not None:
+                yield s, params
+            s, step, params = rows, 0, start(rows)
+            opt = optimizer(params) if optimizer is not None else None
+            trained = opt.keys if opt is not None else list(params)
+        if trained:  # as local_sgd: no steps without a parameter to train
+            sgd_step(fed.model, params, batch, lrs[step], trained, slice(0, s.stop - s.start), opt)
+        step += 1
+    yield s, params

@@ -46,7 +46,6 @@ class FedAvgFT(AdaptsForEvaluation, FedAvg):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.t = 0
-        self._cache: tuple[int, Params] | None = None
 
     def adapted_parameters(self, parameters: int) -> int:
         """With ``finetune: personal`` the personal parameters' elements (the evaluation's rows view the others:

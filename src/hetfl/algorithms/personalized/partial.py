@@ -76,7 +76,6 @@ class PartialPersonalization(AdaptsForEvaluation):
         self.theta = {k: w0[k] for k in self.global_keys}
         self.default_personal = {k: w0[k] for k in self.personal_keys}
         self.t = 0
-        self._cache: tuple[int, Params] | None = None
 
     def adapted_parameters(self, parameters: int) -> int:
         """The personal part's elements: the evaluation's N rows view θ, not copy it (:meth:`compose`)."""

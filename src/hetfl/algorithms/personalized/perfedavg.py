@@ -95,7 +95,6 @@ class PerFedAvg(AdaptsForEvaluation):
         super().__init__(fed, hp, seed, sampling)
         self.w = self.initial_model()
         self.t = 0
-        self._cache: tuple[int, Params] | None = None
 
     def adapted_copies(self) -> int:
         """One: the evaluation's adaptation takes plain steps (no optimizer, no momentum buffers)."""
