@@ -3,6 +3,8 @@ w_{i,R}) on the device (RAM) or placed by the training job's rule (``hetfl.engin
 when the state does not fit the budget), inside a memory limit like a SLURM job's.
 
 SCAFFOLD (``--algorithm pfedme``: pFedMe, whose C clients all train every round, K = 2 inner steps;
+``--algorithm fedavg``: FedAvg, no per-client state, whose round holds its S local models, or one chunk of
+them with ``--aggregation sequential``;
 ``--algorithm cobo``: CoBo, whose C clients all train every iteration and whose collaboration weights are
 updated every iteration from the C² pairs' gradients at their midpoints, b_α = 10) on a
 synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
@@ -32,6 +34,8 @@ and whether the resumed stacks equal the saved ones (the peak RSS then includes 
     python benchmarks/client_state.py --clients 10000 --placements device mmap   # no limit: the file's cost
     python benchmarks/client_state.py --clients 10000 --limit-mib 1536 --placements auto --checkpoint
     python benchmarks/client_state.py --algorithm pfedme --clients 2000 --local-steps 2 --limit-mib 1024
+    python benchmarks/client_state.py --algorithm fedavg --aggregation sequential --clients 10000 \
+        --sampled 10000 --local-steps 1 --limit-mib 1536         # a round's 10,000 local models: 3.2 GB
     python benchmarks/client_state.py --model resnet18 --shape 3,32,32 --clients 100 --local-steps 1 \
         --limit-mib 4096                                         # 100 clients of ResNet-18: 4.5 GB of c_i
 
@@ -49,6 +53,7 @@ import time
 
 HYPERPARAMETERS = {
     "scaffold": {"lr": 0.05},
+    "fedavg": {"lr": 0.05},  # no per-client state: its round's S local models (with --sampled = --clients)
     "pfedme": {"lr": 0.05, "personal_lr": 0.05, "lam": 15, "K": 2},
     "cobo": {"lr": 0.05, "b_alpha": 10, "tau": 1},  # every client every iteration; weights every iteration
 }
@@ -66,6 +71,7 @@ def measure(
     rounds: int,
     steps: int,
     checkpoint: bool = False,
+    aggregation: str | None = None,
 ) -> dict:
     """One placement, in this process: seconds per round, placement record and memory (MiB); with
     ``checkpoint``, seconds to save and resume (``save_s``, ``load_s``) and ``resumed_equal``."""
@@ -89,6 +95,8 @@ def measure(
     hp = {**HYPERPARAMETERS[algorithm_name], "batch_size": 10, "local_steps": steps}
     if "clients_per_round" in cls.Hyperparameters.names():  # CoBo: every client, every round
         hp["clients_per_round"] = sampled
+    if aggregation is not None:  # the FedAvg-like algorithms' order of the server's sums
+        hp["aggregation"] = aggregation
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, algorithm_name), 0, "epoch")
     algorithm.evaluated = cls.models[:1]  # the global model (CoBo: the personal models)
     plan = apply_memory_budget(fed, algorithm, "auto", cpu) if placement == "auto" else None
@@ -196,6 +204,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--checkpoint", action="store_true", help="then save a checkpoint and resume a fresh run from it"
     )
+    parser.add_argument(
+        "--aggregation", choices=["batched", "sequential"], help="the FedAvg-like algorithms' server sums"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -211,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
             args.rounds,
             args.local_steps,
             args.checkpoint,
+            args.aggregation,
         )
         print(json.dumps(result))
         return
@@ -218,7 +230,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.limit_mib is not None and procs is None:
         print(f"no cgroup could be made here: running without the {args.limit_mib:g} MiB limit")
     limit = f"limit {args.limit_mib:g} MiB" if procs else "no limit"
-    print(f"{args.algorithm}, {args.model} on {args.shape}, C = {args.clients}, S = {args.sampled}, {limit}")
+    order = f", aggregation: {args.aggregation}" if args.aggregation else ""
+    print(
+        f"{args.algorithm}{order}, {args.model} on {args.shape}, C = {args.clients}, S = {args.sampled}, {limit}"
+    )
     ckpt = f"{'save s':>8}{'load s':>8}{'equal':>7}" if args.checkpoint else ""
     print(
         f"{'placement':<10}{'state MiB':>10}{'where':>15}{'rows':>6}{'s/round':>9}{'peak RSS':>10}{'anon':>8}{'file':>8}{ckpt}"
@@ -234,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
                "--shape", args.shape, "--local-steps", str(args.local_steps), "--samples", str(args.samples),
                "--sampled", str(args.sampled), "--rounds", str(args.rounds)]  # fmt: skip
         cmd += ["--checkpoint"] if args.checkpoint else []
+        cmd += ["--aggregation", args.aggregation] if args.aggregation else []
         proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=enter if procs else None)
         if proc.returncode != 0:
             why = "killed (out of memory)" if proc.returncode == -9 else proc.stderr.strip()[-200:]

@@ -90,6 +90,18 @@ CASES = {  # name -> (algorithm, hyper-parameters, minibatch sampling)
         {**BASE, "alpha": 0.1, "clients_per_round": 2, "client_weights": "samples"},
         "sequential",
     ),
+    "fedavg-sequential-sum-weighted": (
+        "fedavg",
+        {**BASE, **SPREAD, "client_weights": "samples", "aggregation": "sequential"},
+        "epoch",
+    ),
+    "scaffold-II-sequential-sum": (
+        "scaffold",
+        {**BASE, "clients_per_round": 3, "aggregation": "sequential"},
+        "epoch",
+    ),
+    "fednova-sequential-sum": ("fednova", {**BASE, **UNIFORM, "aggregation": "sequential"}, "epoch"),
+    "feddyn-sequential-sum": ("feddyn", {**BASE, "alpha": 0.5, "aggregation": "sequential"}, "replacement"),
 }
 CASES.update(
     with_optimizer(

@@ -304,8 +304,9 @@ PRE_CHANGE: dict[str, tuple[str, dict[str, tuple[float, float, float]]]] = {
 }
 
 
-# The FedAvg-like options added after the optimizer (unequal local steps, the server optimizer): their
-# defaults are FedAvg's, every client `local_steps` and the plain average (bit for bit: the cases below).
+# The FedAvg-like options added after the optimizer (unequal local steps, the server optimizer, the order of
+# the server's sums): their defaults are FedAvg's, every client `local_steps` and the plain batched average
+# (bit for bit: the cases below).
 FEDAVG_FAMILY_NEUTRAL = {
     "local_steps_per_client": "equal",
     "local_steps_min": 1,
@@ -315,6 +316,7 @@ FEDAVG_FAMILY_NEUTRAL = {
     "server_momentum": 0.9,
     "server_beta2": 0.99,
     "server_eps": 1e-3,
+    "aggregation": "batched",
 }
 SAME_AS = {  # case -> the recorded case whose models it must give, byte for byte
     "fedavg-family-defaults-named": "fedavg",

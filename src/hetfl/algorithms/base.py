@@ -107,6 +107,12 @@ class Algorithm(ABC):
         optimizer buffers)."""
         return int(self.clients_per_round) * parameters * TRANSIENT_COPIES * element_size
 
+    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
+        """Bytes of one trained client's round state held per row of a call rather than in
+        :meth:`transient_bytes` (the FedAvg-like algorithms under ``aggregation: sequential``, which train, add
+        and drop a chunk of clients at a time: ``hetfl.algorithms.baselines.common``); 0 by default."""
+        return 0
+
     def adapted_row_bytes(self, element_size: int, parameters: int) -> int:
         """Bytes of one client's adapted model held during an evaluation that adapts every client
         (:attr:`evaluation_adapts`; 0 otherwise): :meth:`adapted_parameters` elements, :meth:`adapted_copies`

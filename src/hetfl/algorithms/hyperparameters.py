@@ -159,7 +159,20 @@ class ServerOptimization(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class FedAvgFamily(Federated, HeterogeneousSteps, ServerOptimization):
+class Aggregation(Options):
+    """The order in which the server adds the clients' terms (``hetfl.engine.aggregation``): ``aggregation``
+    ``batched`` (the default: torch's reduction over the round's stacked ``[S, ...]`` models) or
+    ``sequential`` (a running sum in the clients' order, term by term, as the official pFedMe code's
+    ``aggregate_parameters``: the same bits however the S clients are chunked, so that under a memory budget a
+    round trains, adds and drops a chunk of clients at a time and never holds its S local models). The two
+    differ in the last bits of every aggregate."""
+
+    aggregation: Literal["batched", "sequential"] = "batched"
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgFamily(Federated, HeterogeneousSteps, ServerOptimization, Aggregation):
     """The hyper-parameters the FedAvg-like algorithms share (FedAvg, FedProx, SCAFFOLD, FedNova): those of
-    ``Federated``, the clients' numbers of local steps (``HeterogeneousSteps``) and the server optimizer
-    (``ServerOptimization``). Their defaults are FedAvg: every client ``local_steps``, the plain average."""
+    ``Federated``, the clients' numbers of local steps (``HeterogeneousSteps``), the server optimizer
+    (``ServerOptimization``) and the order of the server's sums (``Aggregation``). Their defaults are FedAvg:
+    every client ``local_steps``, the plain average (``batched``)."""

@@ -11,7 +11,7 @@ from torch import Tensor
 from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params, select
+from hetfl.engine.params import Params, broadcast, select
 from hetfl.engine.params import rows as rows_of
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
@@ -134,22 +134,100 @@ def chunks_through_steps(
     Without a row limit (``hetfl.engine.memory.row_chunks`` None): step by step, each step's rows in one
     batch, each step drawn when it comes. Under one: every step's minibatches drawn first (one
     ``sampler.next`` a step, in step order: the same draws), then chunk by chunk of the C rows, each chunk
-    through all its steps before the next; the caller's step on ``s`` may only touch the rows ``s``.
+    through all its steps before the next (:func:`step_chunks`); the caller's step on ``s`` may only touch
+    the rows ``s``.
     """
+    for _, steps in step_chunks(fed, sampler, clients, working, split):
+        yield from steps
+
+
+def step_chunks(
+    fed: Federation, sampler: BatchSampler, clients: Tensor, working: list[int], split: str = "train"
+) -> Iterator[tuple[slice, Iterator[tuple[slice, Batch]]]]:
+    """:func:`chunks_through_steps` a chunk of rows at a time: yields ``(chunk, steps)``, ``chunk`` a slice of
+    the C rows and ``steps`` the ``(s, batch)`` of its local steps (``s`` within ``chunk``), to be consumed
+    before the next chunk. Without a row limit, one chunk of all C rows whose steps are drawn as they come."""
     chunks = row_chunks(fed.model, len(clients))
     if chunks is None:
-        for m in working:
-            yield from row_batches(fed, sampler, clients[:m], split)  # the first m rows' minibatches
+        yield (
+            slice(0, len(clients)),
+            (sb for m in working for sb in row_batches(fed, sampler, clients[:m], split)),
+        )
         return
     draws = [(sampler.owners(clients[:m]), *sampler.next(clients[:m])) for m in working]
     full = [bool(mask.all()) for _, _, mask in draws]  # each step's whole draw's, as unchunked
     data = getattr(fed, split)
-    for chunk in chunks:
+
+    def steps(chunk: slice) -> Iterator[tuple[slice, Batch]]:
         for (owners, pos, mask), whole in zip(draws, full, strict=True):
             s = slice(chunk.start, min(chunk.stop, len(owners)))
             if s.start >= s.stop:  # this chunk's rows have taken all their steps
                 break
             yield s, gather_batch(fed, data, owners[s], pos[s], mask[s], whole)
+
+    for chunk in chunks:
+        yield chunk, steps(chunk)
+
+
+def trained_chunks(
+    fed: Federation,
+    sampler: BatchSampler,
+    start: Params,
+    clients: Tensor,
+    steps: int | Tensor,
+    lr: float,
+    setup: Callable[[slice, Params], tuple[ClientOptimizer | None, Correction | None]],
+    whole: bool = True,
+) -> Iterator[tuple[slice, Params]]:
+    """:func:`local_sgd` of ``clients [C]`` from one model ``start [1, ...]``, as a stream of chunks of
+    clients: yields ``(chunk, params)``, the clients ``clients[chunk]`` and their models ``params [r, ...]``
+    after all their local steps (new tensors, each client starting from a copy of ``start``).
+
+    ``whole`` (the default): one chunk of all C clients, stepped as :func:`local_sgd` steps them (under a
+    row limit, a chunk of rows through all its steps at a time, inside the ``[C, ...]`` stack). False: under a
+    row limit (``hetfl.engine.memory.row_chunks``), each chunk of rows is started, stepped through all its
+    steps and handed over before the next one starts, so one chunk's models are resident, not C (the caller
+    drops them: ``hetfl.engine.aggregation.ClientSum``); without one, one chunk. Every step's minibatches are
+    drawn first either way (:func:`step_chunks`): each client's models and numbers are the same.
+
+    Args:
+        start: the model every client starts from ``[1, ...]`` (not modified).
+        steps: τ (int), or ``LongTensor[C]`` per row, non-increasing (:func:`local_sgd`).
+        lr: the step size.
+        setup: ``setup(chunk, params)`` -> the optimizer of the chunk's models ``params [r, ...]`` (None:
+            plain SGD) and the correction of its rows (rows relative to the chunk; None: none).
+
+    Raises:
+        ValueError: per-row ``steps`` of the wrong length, negative or increasing.
+    """
+    working = _working_rows(steps, len(clients))
+    if whole:
+        params = broadcast(start, len(clients))
+        chunk = slice(0, len(clients))
+        optimizer, correction = setup(chunk, params)
+        for s, batch in chunks_through_steps(fed, sampler, clients, working):
+            _step(fed, params, s, batch, lr, optimizer, correction)
+        yield chunk, params
+        return
+    for chunk, batches in step_chunks(fed, sampler, clients, working):
+        params = broadcast(start, chunk.stop - chunk.start)
+        optimizer, correction = setup(chunk, params)
+        for s, batch in batches:
+            _step(
+                fed,
+                params,
+                slice(s.start - chunk.start, s.stop - chunk.start),
+                batch,
+                lr,
+                optimizer,
+                correction,
+            )
+        yield chunk, params
+
+
+def _step(fed, params: Params, s: slice, batch: Batch, lr: float, optimizer, correction) -> None:
+    keys = optimizer.keys if optimizer is not None else list(params)
+    sgd_step(fed.model, rows_of(params, s), batch, lr, keys, s, optimizer, correction)
 
 
 def drawn_grads(

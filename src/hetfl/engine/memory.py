@@ -235,7 +235,9 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     device: its per-client stacks placed off it, ``fed.states``, do not count) plus a round's stacks,
     estimated (``algorithm.transient_bytes``): ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients
     sampled per round (pFedMe's N clients train a chunk of rows at a time,
-    ``hetfl.engine.grad.chunks_through_steps``); their minibatches and gradients are counted per row of a call
+    ``hetfl.engine.grad.chunks_through_steps``; so do the FedAvg-like algorithms' S under ``aggregation:
+    sequential``, whose local models count per row of a call instead, ``algorithm.trained_row_bytes``); their
+    minibatches and gradients are counted per row of a call
     (every algorithm on client data gathers and differentiates them chunk by chunk:
     ``hetfl.engine.grad.row_batches``, ``drawn_chunks``), and so are the models an evaluation adapts for every
     client (Per-FedAvg, FedAvg+FT, FFGG, FedAlt, FedSim: ``algorithm.adapted_row_bytes``, the adapted
@@ -248,9 +250,11 @@ def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     data = data_bytes(fed)
     on_device = lambda t: t.device == fed.device and not fed.states.is_off(t)  # noqa: E731
     state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=on_device)
-    transient = algorithm.transient_bytes(size, model.num_parameters())
+    parameters = model.num_parameters()
+    transient = algorithm.transient_bytes(size, parameters)
     resident = data + state + transient
-    per_row = row_bytes(model, batch, size) + algorithm.adapted_row_bytes(size, model.num_parameters())
+    per_row = row_bytes(model, batch, size) + algorithm.adapted_row_bytes(size, parameters)
+    per_row += algorithm.trained_row_bytes(size, parameters)
     rows, fits = plan_rows(budget, resident, per_row, algorithm.call_rows)
     evaluation = evaluation_bytes(fed, size)
     return MemoryPlan(budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget)

@@ -5,20 +5,28 @@ FedAvg, FedProx, SCAFFOLD, FedNova and FedDyn differ in what a client adds to it
 :data:`hetfl.engine.grad.Correction`: FedProx's proximal term, SCAFFOLD's control variates, FedDyn's linear
 and quadratic terms) and in what the server does with the clients' models; the round's skeleton is this
 class's: :meth:`FedAvgLike.participants` orders the sampled clients by their numbers of local steps τ_i
-(``hetfl.engine.local_steps``), :meth:`FedAvgLike.local_training` runs every client's τ_i steps from the
-server model in one batched loop (``hetfl.engine.grad.local_sgd``), and ``server_step``
-(``FederatedAlgorithm``) applies the run's server optimizer.
+(``hetfl.engine.local_steps``), :meth:`FedAvgLike.local_chunks` runs every client's τ_i steps from the
+server model in one batched loop (``hetfl.engine.grad.trained_chunks``) and hands the local models over a
+chunk of clients at a time, the server's sums take them as they come (:meth:`FedAvgLike.client_sum`,
+``hetfl.engine.aggregation.ClientSum``), and ``server_step`` (``FederatedAlgorithm``) applies the run's
+server optimizer. With ``aggregation: batched`` (the default) there is one chunk, the S clients; with
+``sequential`` and a memory budget that limits the clients per call, one chunk per call, so the round's S
+local models are never resident at once (the same numbers as the unchunked ``sequential`` run).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
-from hetfl.engine.grad import Correction, local_sgd
+from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
+from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
-from hetfl.engine.params import Params, broadcast
+from hetfl.engine.memory import TRANSIENT_COPIES
+from hetfl.engine.params import Params
 
 
 class FedAvgLike(FederatedAlgorithm):
@@ -54,18 +62,76 @@ class FedAvgLike(FederatedAlgorithm):
         algorithm's local objective (:data:`hetfl.engine.grad.Correction`); None (FedAvg's): nothing."""
         return None
 
-    def local_training(self, t: int, clients: Tensor, steps: Tensor) -> Params:
-        """The clients' models ``[S, ...]`` after their local steps from the server model w_t.
+    @property
+    def sequential(self) -> bool:
+        """Whether the server adds the clients' terms in their order (``aggregation: sequential``), a chunk of
+        clients at a time."""
+        return getattr(self.hp, "aggregation", "batched") == "sequential"
+
+    def round(self, t: int, sampled: Tensor) -> None:
+        """FedAvg's round (McMahan et al. 2017, Algorithm 1, lines 5-9; FedProx's, Li et al. 2020, Algorithm 2,
+        with its local objective as :meth:`correction`): every client of S_t takes its local steps from w_t,
+        the server takes the (weighted) mean of their models, w_{t+1} ← Σ_k p_k w^k_{t+1}, through the run's
+        server optimizer."""
+        clients, steps = self.participants(sampled)  # S_t, longest first (the server's order when τ_i equal)
+        keys = self.trained_keys() or list(self.w)
+        mean = self.client_sum(clients, self.aggregation_weights(clients))
+        for s, local in self.local_chunks(t, clients, steps):  # ClientUpdate(k, w_t) for each k ∈ S_t
+            mean.add(s, {k: local[k] for k in keys})
+        self.w = self.server_step(self.w, {**self.w, **mean.result()})  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
+
+    def trained_keys(self) -> list[str] | None:
+        """The parameters the clients step and the server averages (None: all; FedBABU: the body, the others
+        stay the server's)."""
+        return None
+
+    def client_sum(self, clients: Tensor, weights: Tensor | None, reduce: Reduce = weighted_sum) -> ClientSum:
+        """A sum Σ_{i∈S} p_i x_i over the round's ``clients [S]`` (``weights`` p ``[S]``; None: the mean) in
+        the run's ``aggregation`` order, to be given the clients' terms as :meth:`local_chunks` yields them
+        (``hetfl.engine.aggregation.ClientSum``)."""
+        return ClientSum(len(clients), weights, self.sequential, reduce)
+
+    def local_chunks(self, t: int, clients: Tensor, steps: Tensor) -> Iterator[tuple[slice, Params]]:
+        """The clients' models after their local steps from the server model w_t: ``(s, models [r, ...])`` of
+        the clients ``clients[s]``, a chunk at a time (``hetfl.engine.grad.trained_chunks``): one chunk of all
+        S with ``aggregation: batched``; with ``sequential``, one per call under the run's row limit (each
+        handed over before the next chunk starts: drop it).
 
         Each client starts from w_t with zero momentum (stateless clients; the shared client optimizer at
         round ``t``'s step size) and takes ``steps`` (``[S]``, non-increasing, from :meth:`participants`)
-        steps on its own minibatches, adding :meth:`correction` to each minibatch gradient.
+        steps on its own minibatches, adding :meth:`correction` (of the chunk's clients) to each minibatch
+        gradient; the parameters outside :meth:`trained_keys` are not stepped.
         """
-        local = broadcast(self.w, len(clients))  # w_i ← w_t for each i ∈ S_t, [S, ...]
-        opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
-        lr, correction = self.lr_at(t), self.correction(clients)
-        local_sgd(self.fed, self.sampler, local, clients, steps, lr, optimizer=opt, correction=correction)
+        return self._trained(t, clients, steps, whole=not self.sequential)
+
+    def local_training(self, t: int, clients: Tensor, steps: Tensor) -> Params:
+        """The clients' models ``[S, ...]`` after their local steps from w_t, all S at once (what
+        :meth:`local_chunks` yields in one chunk)."""
+        ((_, local),) = self._trained(t, clients, steps, whole=True)
         return local
+
+    def _trained(self, t: int, clients: Tensor, steps: Tensor, whole: bool) -> Iterator[tuple[slice, Params]]:
+        lr = self.lr_at(t)
+
+        def setup(s: slice, local: Params):  # w_i ← w_t for each i of the chunk, zero momentum
+            return self.client_optimizer(local, self.trained_keys()), self.correction(clients[s])
+
+        return trained_chunks(self.fed, self.sampler, self.w, clients, steps, lr, setup, whole=whole)
+
+    def transient_bytes(self, element_size: int, parameters: int) -> int:
+        """The round's ``[S, ...]`` stacks (``batched``). With ``sequential`` a chunk of clients' models is
+        counted per row of a call (:meth:`trained_row_bytes`); what stays is the round's drawn minibatches,
+        every step's drawn before the first chunk (``hetfl.engine.grad.step_chunks``): at most τ_max steps of
+        S rows of B positions (int64) and mask bytes, τ_max the most steps a client takes."""
+        if not self.sequential:
+            return super().transient_bytes(element_size, parameters)
+        batch = int(self.hp.batch_size)
+        return self.work.tau * int(self.work.steps_per_unit.max()) * self.clients_per_round * batch * 9
+
+    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
+        """With ``sequential``, the local models of a chunk of clients are held per row of a call:
+        ``TRANSIENT_COPIES`` copies of the model (its local model and its update or optimizer buffer)."""
+        return parameters * TRANSIENT_COPIES * element_size if self.sequential else 0
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

@@ -17,15 +17,16 @@ Shared with the other FedAvg-like algorithms (config/README.md): unequal numbers
 (``local_steps_per_client``, ``local_steps_min``, ``local_steps_unit``; with unequal τ_i FedAvg converges
 to a stationary point of the surrogate Σ_i p_i τ_i f_i / Σ_i p_i τ_i, not of Σ_i p_i f_i: Wang et al.,
 NeurIPS 2020, Theorem 1) and the server optimizer (``server_optimizer``, ``server_lr``, ...: FedAvg with a
-server learning rate, FedAvgM, FedAdagrad, FedAdam, FedYogi of Reddi et al., ICLR 2021). The defaults
-(every client ``local_steps``, ``sgd`` at ``server_lr`` 1) are FedAvg, bit for bit.
+server learning rate, FedAvgM, FedAdagrad, FedAdam, FedYogi of Reddi et al., ICLR 2021) and the order of the
+server's sums (``aggregation``: ``batched``, torch's reduction over the S models, or ``sequential``, a running
+sum in client order that lets a round under a memory budget train, add and drop a chunk of clients at a
+time: ``hetfl.engine.aggregation``). The defaults (every client ``local_steps``, ``sgd`` at ``server_lr`` 1,
+``batched``) are FedAvg, bit for bit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
@@ -34,8 +35,8 @@ from hetfl.algorithms.hyperparameters import FedAvgFamily
 @dataclasses.dataclass(frozen=True)
 class FedAvgHyperparameters(FedAvgFamily):
     """``lr`` η, ``local_steps`` τ, ``batch_size`` |D|, ``clients_per_round`` S, ``client_weights``, the
-    client optimizer (``ClientOptimization``), the clients' local steps (``HeterogeneousSteps``) and the
-    server optimizer (``ServerOptimization``)."""
+    client optimizer (``ClientOptimization``), the clients' local steps (``HeterogeneousSteps``), the
+    server optimizer (``ServerOptimization``) and ``aggregation`` (``Aggregation``)."""
 
 
 class FedAvg(FedAvgLike):
@@ -44,10 +45,7 @@ class FedAvg(FedAvgLike):
     name = "fedavg"
     Hyperparameters = FedAvgHyperparameters
 
-    def round(self, t: int, sampled: Tensor) -> None:
-        clients, steps = self.participants(sampled)  # S_t, longest first (the server's order when τ_i equal)
-        local = self.local_training(t, clients, steps)  # lines 8-9: ClientUpdate(k, w_t) for each k ∈ S_t
-        self.w = self.server_step(self.w, self.aggregate(local, clients))  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
+    # round: FedAvgLike's (Algorithm 1, lines 5-9), without a correction
 
 
 ALGORITHMS = {"fedavg": FedAvg}

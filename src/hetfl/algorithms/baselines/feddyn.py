@@ -35,15 +35,16 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
-from hetfl.algorithms.hyperparameters import Federated
+from hetfl.algorithms.hyperparameters import Aggregation, Federated
 from hetfl.engine.grad import Correction
 from hetfl.engine.params import Params, select
 from hetfl.engine.state import put
 
 
 @dataclasses.dataclass(frozen=True)
-class FedDynHyperparameters(Federated):
-    """``Federated``'s, plus ``alpha`` α > 0, the weight of the dynamic regularizer (0.01)."""
+class FedDynHyperparameters(Federated, Aggregation):
+    """``Federated``'s, plus ``alpha`` α > 0, the weight of the dynamic regularizer (0.01), and the order of
+    the server's sums (``Aggregation``)."""
 
     alpha: float = 0.01
 
@@ -80,16 +81,21 @@ class FedDyn(FedAvgLike):
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
         theta, alpha = self.w, self.hp.alpha  # θ^{t−1}, [1, ...]
-        linear = select(self.grad, clients, self.fed.device)  # ∇L_k(θ_k^{t−1}), [S, ...]
-        local = self.local_training(t, clients, steps)  # θ_k^t, [S, ...]
         omega = self.population_weights()[clients].to(self.fed.device)  # [S]
-        mean = self.aggregate(local, clients)  # (1/|P_t|) Σ_k θ_k^t, [1, ...]
+        mean = self.client_sum(clients, self.aggregation_weights(clients))  # (1/|P_t|) Σ_k θ_k^t
+        moved = self.client_sum(clients, omega)  # Σ_k ω_k (θ_k^t − θ^{t−1})
+        for s, local in self.local_chunks(t, clients, steps):  # θ_k^t of clients[s], [r, ...]
+            chunk = clients[s]
+            mean.add(s, local)
+            with torch.no_grad():
+                linear = select(self.grad, chunk, self.fed.device)  # ∇L_k(θ_k^{t−1}), [r, ...]
+                step = {k: local[k] - th for k, th in theta.items()}  # θ_k^t − θ^{t−1}, [r, ...]
+                put(self.grad, chunk, {k: linear[k] - alpha * step[k] for k in theta})
+                moved.add(s, step)
         with torch.no_grad():
-            for k, th in theta.items():
-                moved = local[k] - th  # θ_k^t − θ^{t−1}, [S, ...]
-                put(self.grad, clients, {k: linear[k] - alpha * moved})
-                w = omega.to(moved.dtype).reshape(-1, *([1] * (moved.dim() - 1)))
-                self.h[k] = self.h[k] - alpha * (w * moved).sum(0, keepdim=True)  # h^t
+            total = moved.result()
+            self.h = {k: self.h[k] - alpha * total[k] for k in theta}  # h^t
+        mean = mean.result()
         self.w = {k: mean[k] - self.h[k] / alpha for k in mean}  # θ^t = mean − h^t/α
 
 

@@ -64,18 +64,24 @@ class FedNova(FedAvgLike):
 
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
-        local = self.local_training(t, clients, steps)  # w_i, [S, ...]
         a = self.normalizers(steps)  # ‖a_i‖₁, [S]
         p = self.aggregation_weights(clients)
         p = torch.full_like(a, 1.0 / len(a)) if p is None else p  # p_i, [S]
         tau_eff = float((p * a).sum())  # Σ_i p_i ‖a_i‖₁
         coef = tau_eff * p / a  # w_{t+1} = w_t + Σ_i coef_i (w_i − w_t)
-        target = {}
+        moved = self.client_sum(clients, coef, reduce=_dot)
+        for s, local in self.local_chunks(t, clients, steps):  # w_i of clients[s], [r, ...]
+            with torch.no_grad():
+                moved.add(s, {k: local[k] - w for k, w in self.w.items()})
+        total = moved.result()
         with torch.no_grad():
-            for k, w in self.w.items():
-                c = coef.to(device=w.device, dtype=w.dtype)
-                target[k] = w + torch.tensordot(c, local[k] - w, dims=1).unsqueeze(0)
+            target = {k: w + total[k] for k, w in self.w.items()}
         self.w = self.server_step(self.w, target)
+
+
+def _dot(c: Tensor, x: Tensor) -> Tensor:
+    """Σ_i c_i x_i as one product over the clients (``c [S]``, ``x [S, ...]``): ``[1, ...]``."""
+    return torch.tensordot(c, x, dims=1).unsqueeze(0)
 
 
 ALGORITHMS = {"fednova": FedNova}

@@ -62,10 +62,7 @@ class FedProx(FedAvgLike):
 
         return proximal
 
-    def round(self, t: int, sampled: Tensor) -> None:
-        clients, steps = self.participants(sampled)
-        local = self.local_training(t, clients, steps)  # line 5: inexact minimizers of h_k(·; w_t)
-        self.w = self.server_step(self.w, self.aggregate(local, clients))  # line 6
+    # round: FedAvgLike's, the clients minimizing h_k(·; w_t) (line 5) before the mean (line 6)
 
 
 ALGORITHMS = {"fedprox": FedProx}

@@ -82,24 +82,30 @@ class Scaffold(FedAvgLike):
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
         x, c = self.w, self.c
-        c_i, drift = select(self.c_i, clients, self.fed.device), self.drift(clients)  # [S, ...]
-        local = self.local_training(t, clients, steps)  # y_i, [S, ...] (lines 7-10)
+        omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
+        scale = 1.0 / (steps.to(torch.float64) * self.lr_at(t))  # 1/(τ_i η_l), [S]
+        mean, control = (
+            self.client_sum(clients, self.aggregation_weights(clients)),
+            self.client_sum(clients, omega),
+        )
+        for s, local in self.local_chunks(t, clients, steps):  # y_i of clients[s], [r, ...] (lines 7-10)
+            chunk = clients[s]
+            with torch.no_grad():
+                c_i, drift = select(self.c_i, chunk, self.fed.device), self.drift(chunk)  # [r, ...]
+                if self.hp.control == "I":  # c_i⁺ = g_i(x)
+                    new = full_grads(self.fed, broadcast(x, len(chunk)), chunk, self.hp.batch_size)
+                else:  # c_i⁺ = c_i − c + (x − y_i)/(τ_i η_l)
+                    new = {}
+                    for k, y in local.items():
+                        f = scale[s].to(device=y.device, dtype=y.dtype).reshape(-1, *([1] * (y.dim() - 1)))
+                        new[k] = (x[k] - y) * f - drift[k]
+                put(self.c_i, chunk, new)
+                control.add(s, {k: new[k] - c_i[k] for k in c})  # Δc_i
+            mean.add(s, local)
         with torch.no_grad():
-            if self.hp.control == "I":  # c_i⁺ = g_i(x)
-                new = full_grads(self.fed, broadcast(x, len(clients)), clients, self.hp.batch_size)
-            else:  # c_i⁺ = c_i − c + (x − y_i)/(τ_i η_l)
-                scale = 1.0 / (steps.to(torch.float64) * self.lr_at(t))  # [S]
-                new = {}
-                for k, y in local.items():
-                    s = scale.to(device=y.device, dtype=y.dtype).reshape(-1, *([1] * (y.dim() - 1)))
-                    new[k] = (x[k] - y) * s - drift[k]
-            omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
-            for k in c:
-                delta = new[k] - c_i[k]  # Δc_i, [S, ...]
-                put(self.c_i, clients, {k: new[k]})
-                w = omega.to(delta.dtype).reshape(-1, *([1] * (delta.dim() - 1)))
-                self.c[k] = c[k] + (w * delta).sum(0, keepdim=True)  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
-        self.w = self.server_step(x, self.aggregate(local, clients))  # x ← x + η_g Δx (line 16)
+            delta = control.result()
+            self.c = {k: c[k] + delta[k] for k in c}  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
+        self.w = self.server_step(x, mean.result())  # x ← x + η_g Δx (line 16)
 
 
 ALGORITHMS = {"scaffold": Scaffold}

@@ -28,7 +28,8 @@ Hyper-parameters (``FedBABUHyperparameters``; hetfl counts steps, the paper loca
 τ = 4, 10), ``batch_size`` (50), ``clients_per_round`` (null: all; the paper's f = 1.0, also f = 0.1),
 ``client_weights`` (``uniform``), ``finetune_steps`` (50: the paper's τ_f = 5 fine-tuning epochs),
 ``finetune_lr`` (null: ``lr``; the official evaluation fine-tunes at 0.001 with momentum 0.9), ``finetune``
-(``all`` | ``personal``), and the client optimizer. The paper trains with momentum 0.9 and divides the step
+(``all`` | ``personal``), the client optimizer, and FedAvg's other options (its round is FedAvg's on the body:
+unequal local steps, the server optimizer, ``aggregation``; config/README.md). The paper trains with momentum 0.9 and divides the step
 size by 10 at half and at three quarters of the rounds: set ``momentum: 0.9`` (the defaults are plain SGD).
 
 Client optimizer (config/README.md): every body step is a step of the client's optimizer (zero momentum each
@@ -43,19 +44,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from torch import Tensor
-
 from hetfl.algorithms.personalized.fedavg_ft import FedAvgFT, FedAvgFTHyperparameters
 from hetfl.algorithms.personalized.layers import PersonalLayers
-from hetfl.engine.grad import local_sgd
-from hetfl.engine.params import broadcast
 
 
 @dataclasses.dataclass(frozen=True)
 class FedBABUHyperparameters(FedAvgFTHyperparameters):
     """``lr`` α, ``local_steps`` τ (body steps), ``batch_size``, ``clients_per_round``, ``client_weights``,
     ``finetune_steps`` (τ_f), ``finetune_lr`` (null: ``lr``), ``finetune`` (``all``: the whole model;
-    ``personal``: the head), and the client optimizer (its schedule scales ``lr``)."""
+    ``personal``: the head), the client optimizer (its schedule scales ``lr``) and FedAvg's others
+    (``FedAvgFamily``)."""
 
     lr: float = 0.1
     local_steps: int = 10
@@ -76,15 +74,11 @@ class FedBABU(PersonalLayers, FedAvgFT):
         head = set(fed.model.personal_keys())
         self.body_keys = [k for k in self.w if k not in head]
 
-    def round(self, t: int, sampled: Tensor) -> None:
-        """Round ``t``: the clients ``sampled [S]`` train the body from the global model; the server averages
-        the bodies (the head is neither stepped nor averaged: it stays the initial tensor)."""
-        self.t = t
-        local = broadcast(self.w, len(sampled))  # [S, ...]: θ_ext^{k−1} and θ_cls^0
-        opt = self.client_optimizer(local, self.body_keys)  # the body only (head step size 0); zero momentum
-        local_sgd(self.fed, self.sampler, local, sampled, self.hp.local_steps, self.lr_at(t), optimizer=opt)
-        body = self.aggregate({k: local[k] for k in self.body_keys}, sampled)  # [1, ...]
-        self.w = {**self.w, **body}
+    def trained_keys(self) -> list[str]:
+        """The body: the clients step it (the head's step size is 0) and the server averages it; the head is
+        neither stepped nor averaged (it stays the initial tensor). The round is FedAvg's
+        (``FedAvgLike.round``)."""
+        return self.body_keys
 
 
 ALGORITHMS = {"fedbabu": FedBABU}
