@@ -97,6 +97,8 @@ def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label
         assert getattr(a, f).read_bytes() == getattr(b, f).read_bytes(), f
     starved, c = run(setup, label, 0, f"m-{label}-starved", memory_budget=resident / 2)
     assert starved["memory"]["rows_per_call"] == 1 and not starved["memory"]["fits"]
+    said = capsys.readouterr().err
+    assert "one client per call" in said and ("aggregation: sequential" in said) == (label == "fedavg")
     assert a.metrics.read_bytes() == c.metrics.read_bytes()
 
 

@@ -231,9 +231,11 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device))
     memory = apply_memory_budget(env, algorithm, budget, device, split_inexact=in_spec)
     if memory is not None and not memory.fits:
+        batched = getattr(algorithm.hp, "aggregation", None) == "batched"  # a round holds its S local models
+        hint = "; `aggregation: sequential` would not hold the round's local models" if batched else ""
         print(
             f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
-            f"{memory.resident_bytes / MIB:.0f} MiB: one client per call",
+            f"{memory.resident_bytes / MIB:.0f} MiB: one client per call{hint}",
             file=log or sys.stderr,
         )
     elif memory is not None and not memory.eval_fits:
