@@ -201,33 +201,18 @@ def trained_chunks(
         ValueError: per-row ``steps`` of the wrong length, negative or increasing.
     """
     working = _working_rows(steps, len(clients))
-    if whole:
-        params = broadcast(start, len(clients))
-        chunk = slice(0, len(clients))
-        optimizer, correction = setup(chunk, params)
-        for s, batch in chunks_through_steps(fed, sampler, clients, working):
-            _step(fed, params, s, batch, lr, optimizer, correction)
-        yield chunk, params
-        return
-    for chunk, batches in step_chunks(fed, sampler, clients, working):
+    if whole:  # one chunk: a generator, drawn step by step (or all first under a row limit) as it is stepped
+        parts = [(slice(0, len(clients)), chunks_through_steps(fed, sampler, clients, working))]
+    else:
+        parts = step_chunks(fed, sampler, clients, working)
+    for chunk, batches in parts:
         params = broadcast(start, chunk.stop - chunk.start)
         optimizer, correction = setup(chunk, params)
+        keys = optimizer.keys if optimizer is not None else list(params)
         for s, batch in batches:
-            _step(
-                fed,
-                params,
-                slice(s.start - chunk.start, s.stop - chunk.start),
-                batch,
-                lr,
-                optimizer,
-                correction,
-            )
+            rows = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
+            sgd_step(fed.model, rows_of(params, rows), batch, lr, keys, rows, optimizer, correction)
         yield chunk, params
-
-
-def _step(fed, params: Params, s: slice, batch: Batch, lr: float, optimizer, correction) -> None:
-    keys = optimizer.keys if optimizer is not None else list(params)
-    sgd_step(fed.model, rows_of(params, s), batch, lr, keys, s, optimizer, correction)
 
 
 def drawn_grads(
