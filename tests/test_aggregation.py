@@ -1,7 +1,7 @@
 """The order of the server's sums (``hetfl.engine.aggregation``, the option ``aggregation``).
 
 ``sequential`` is a running sum in the clients' order, so any chunks of clients give the same bits; every
-FedAvg-like algorithm under it trains, adds and drops a chunk of clients at a time under a row limit and
+FedAvg-like algorithm (and Per-FedAvg) under it trains, adds and drops a chunk of clients at a time under a row limit and
 must give the evaluations and final state of its unchunked run, byte for byte, while never holding more than
 one chunk's local models. ``batched`` (the default) is torch's reduction, unchanged.
 """
@@ -108,6 +108,8 @@ OPTIONS = {  # each algorithm's sequential run, with its stateful options where 
     "feddyn": {"clients_per_round": 7, "client_weights": "samples"},
     "fednova": {"local_steps_per_client": "spread", "local_steps_min": 1, "momentum": 0.5},
     "fedprox": {"clients_per_round": 7, "mu": 0.1, "server_optimizer": "avgm"},
+    "perfedavg": {"clients_per_round": 7, "variant": "hf", "momentum": 0.9, "beta": 0.05},
+    "perfedavg-sequential": {"step": "sequential", "client_weights": "samples", "adaptation_steps": 2},
     "scaffold": {"clients_per_round": 7, "control": "I"},
     "scaffold-II": {"client_weights": "samples", "local_steps_per_client": "spread"},
 }
@@ -123,7 +125,9 @@ def _sequential_run(case, dtype, rows, record=None):
 
 
 def test_every_algorithm_with_the_option_has_a_case():
-    assert AGGREGATING == ["fedavg", "fedavg_ft", "fedbabu", "feddyn", "fednova", "fedprox", "scaffold"]
+    assert AGGREGATING == [
+        "fedavg", "fedavg_ft", "fedbabu", "feddyn", "fednova", "fedprox", "perfedavg", "scaffold"
+    ]  # fmt: skip
     assert {c.split("-")[0] for c in OPTIONS} == set(AGGREGATING)
 
 
@@ -157,16 +161,21 @@ def test_batched_and_sequential_differ_only_in_the_order_of_the_sums():
     assert any(not torch.equal(a[k], b[k]) for k in a)
 
 
-def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call():
+@pytest.mark.parametrize(
+    "name,hp,picks",
+    [("fedavg", {}, 1), ("perfedavg", {}, 2), ("perfedavg", {"variant": "hf"}, 3)],
+    ids=["fedavg", "perfedavg", "perfedavg-hf"],
+)
+def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call(name, hp, picks):
     fed = tiny_federation("dnn", sizes=SIZES, dtype=torch.float32)
     size, parameters = 4, fed.model.num_parameters()
     plans = {}
     for order in aggregation.AGGREGATIONS:
-        algorithm = build(fed, "fedavg", {"aggregation": order, "batch_size": 4}, "epoch")
+        algorithm = build(fed, name, {**hp, "aggregation": order, "batch_size": 4}, "epoch")
         plans[order] = plan_memory(fed, algorithm, 64 * MIB, 4)
     batched, sequential = plans["batched"], plans["sequential"]
     transient = len(SIZES) * parameters * TRANSIENT_COPIES * size  # the S local models and updates
-    draws = 20 * len(SIZES) * 4 * 9  # every step's drawn positions (int64) and mask: τ = 20, B = 4
+    draws = 20 * picks * len(SIZES) * 4 * 9  # every step's drawn positions (int64) and mask: τ = 20, B = 4
     assert batched.resident_bytes - sequential.resident_bytes == transient - draws
     assert sequential.row_bytes - batched.row_bytes == parameters * TRANSIENT_COPIES * size
 

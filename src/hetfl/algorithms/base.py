@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 from torch import Tensor
 
+from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import TRANSIENT_COPIES
@@ -252,6 +253,36 @@ class FederatedAlgorithm(Algorithm):
     def aggregate(self, params: Params, sampled: Tensor) -> Params:
         """Server average ``[1, ...]`` of the sampled clients' models ``params [S, ...]``."""
         return average(params, self.aggregation_weights(sampled))
+
+    @property
+    def sequential(self) -> bool:
+        """Whether the server adds the clients' terms in their order, a chunk of clients at a time
+        (``aggregation: sequential``, for the algorithms that take it: ``hetfl.engine.aggregation``)."""
+        return getattr(self.hp, "aggregation", "batched") == "sequential"
+
+    def client_sum(self, clients: Tensor, weights: Tensor | None, reduce: Reduce = weighted_sum) -> ClientSum:
+        """A sum Σ_{i∈S} p_i x_i over the round's ``clients [S]`` (``weights`` p ``[S]``; None: the mean) in
+        the run's ``aggregation`` order, to be given the clients' terms a chunk of clients at a time
+        (``hetfl.engine.aggregation.ClientSum``)."""
+        return ClientSum(len(clients), weights, self.sequential, reduce)
+
+    def drawn_steps(self) -> int:
+        """The most minibatches one trained client draws in a round (``local_steps``), all drawn before the
+        first chunk of clients trains under ``aggregation: sequential`` (``hetfl.engine.grad.step_chunks``)."""
+        return int(self.hp.local_steps)
+
+    def transient_bytes(self, element_size: int, parameters: int) -> int:
+        """The round's ``[S, ...]`` stacks (:meth:`Algorithm.transient_bytes`). Under ``aggregation: sequential``
+        a chunk of clients' models is counted per row of a call (:meth:`trained_row_bytes`); what stays is the
+        round's drawn minibatches: :meth:`drawn_steps` of S rows of B positions (int64) and mask bytes."""
+        if not self.sequential:
+            return super().transient_bytes(element_size, parameters)
+        return self.drawn_steps() * self.clients_per_round * int(self.hp.batch_size) * 9
+
+    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
+        """Under ``aggregation: sequential``, a trained client's local models held per row of a call:
+        ``TRANSIENT_COPIES`` copies of the model (its local model and its update or optimizer buffer)."""
+        return parameters * TRANSIENT_COPIES * element_size if self.sequential else 0
 
     server_opt: ServerOptimizer | None = None
     """The server optimizer's state (built at the first :meth:`server_step` that needs one)."""

@@ -138,32 +138,45 @@ def chunks_through_steps(
     the rows ``s``.
     """
     for _, steps in step_chunks(fed, sampler, clients, working, split):
-        yield from steps
+        for s, (batch,) in steps:
+            yield s, batch
 
 
 def step_chunks(
-    fed: Federation, sampler: BatchSampler, clients: Tensor, working: list[int], split: str = "train"
-) -> Iterator[tuple[slice, Iterator[tuple[slice, Batch]]]]:
+    fed: Federation,
+    sampler: BatchSampler,
+    clients: Tensor,
+    working: list[int],
+    split: str = "train",
+    picks: int = 1,
+) -> Iterator[tuple[slice, Iterator[tuple[slice, tuple[Batch, ...]]]]]:
     """:func:`chunks_through_steps` a chunk of rows at a time: yields ``(chunk, steps)``, ``chunk`` a slice of
-    the C rows and ``steps`` the ``(s, batch)`` of its local steps (``s`` within ``chunk``), to be consumed
-    before the next chunk. Without a row limit, one chunk of all C rows whose steps are drawn as they come."""
+    the C rows and ``steps`` the ``(s, batches)`` of its local steps (``s`` within ``chunk``), to be consumed
+    before the next chunk. Each step draws ``picks`` minibatches per row, one ``sampler.next`` each, in that
+    order (Per-FedAvg's D, D' and D''): ``batches`` holds them. Without a row limit, one chunk of all C rows
+    whose steps are drawn as they come; under one, every step's minibatches drawn first (the same draws)."""
     chunks = row_chunks(fed.model, len(clients))
-    if chunks is None:
-        yield (
-            slice(0, len(clients)),
-            (sb for m in working for sb in row_batches(fed, sampler, clients[:m], split)),
-        )
-        return
-    draws = [(sampler.owners(clients[:m]), *sampler.next(clients[:m])) for m in working]
-    full = [bool(mask.all()) for _, _, mask in draws]  # each step's whole draw's, as unchunked
     data = getattr(fed, split)
 
-    def steps(chunk: slice) -> Iterator[tuple[slice, Batch]]:
-        for (owners, pos, mask), whole in zip(draws, full, strict=True):
-            s = slice(chunk.start, min(chunk.stop, len(owners)))
+    def draw(m: int) -> list[tuple[Tensor, Tensor, Tensor, bool]]:  # one step of the first m rows
+        rows = clients[:m]
+        drawn = [sampler.next(rows) for _ in range(picks)]
+        return [(sampler.owners(rows), pos, mask, bool(mask.all())) for pos, mask in drawn]
+
+    def gathered(step, s: slice) -> tuple[Batch, ...]:  # each draw's whole mask flag, as unchunked
+        return tuple(gather_batch(fed, data, o[s], pos[s], mask[s], full) for o, pos, mask, full in step)
+
+    if chunks is None:
+        yield slice(0, len(clients)), ((slice(0, m), gathered(draw(m), slice(0, m))) for m in working)
+        return
+    draws = [draw(m) for m in working]
+
+    def steps(chunk: slice) -> Iterator[tuple[slice, tuple[Batch, ...]]]:
+        for step in draws:
+            s = slice(chunk.start, min(chunk.stop, len(step[0][0])))
             if s.start >= s.stop:  # this chunk's rows have taken all their steps
                 break
-            yield s, gather_batch(fed, data, owners[s], pos[s], mask[s], whole)
+            yield s, gathered(step, s)
 
     for chunk in chunks:
         yield chunk, steps(chunk)
@@ -201,15 +214,14 @@ def trained_chunks(
         ValueError: per-row ``steps`` of the wrong length, negative or increasing.
     """
     working = _working_rows(steps, len(clients))
-    if whole:  # one chunk: a generator, drawn step by step (or all first under a row limit) as it is stepped
-        parts = [(slice(0, len(clients)), chunks_through_steps(fed, sampler, clients, working))]
-    else:
-        parts = step_chunks(fed, sampler, clients, working)
+    parts = step_chunks(fed, sampler, clients, working)
+    if whole:  # one chunk of all C: the chunks' steps in their order (chunks_through_steps), in one stack
+        parts = [(slice(0, len(clients)), (step for _, steps in parts for step in steps))]
     for chunk, batches in parts:
         params = broadcast(start, chunk.stop - chunk.start)
         optimizer, correction = setup(chunk, params)
         keys = optimizer.keys if optimizer is not None else list(params)
-        for s, batch in batches:
+        for s, (batch,) in batches:
             rows = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
             sgd_step(fed.model, rows_of(params, rows), batch, lr, keys, rows, optimizer, correction)
         yield chunk, params

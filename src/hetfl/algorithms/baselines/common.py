@@ -22,10 +22,8 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
-from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
 from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
-from hetfl.engine.memory import TRANSIENT_COPIES
 from hetfl.engine.params import Params
 
 
@@ -62,12 +60,6 @@ class FedAvgLike(FederatedAlgorithm):
         algorithm's local objective (:data:`hetfl.engine.grad.Correction`); None (FedAvg's): nothing."""
         return None
 
-    @property
-    def sequential(self) -> bool:
-        """Whether the server adds the clients' terms in their order (``aggregation: sequential``), a chunk of
-        clients at a time."""
-        return getattr(self.hp, "aggregation", "batched") == "sequential"
-
     def round(self, t: int, sampled: Tensor) -> None:
         """FedAvg's round (McMahan et al. 2017, Algorithm 1, lines 5-9; FedProx's, Li et al. 2020, Algorithm 2,
         with its local objective as :meth:`correction`): every client of S_t takes its local steps from w_t,
@@ -84,12 +76,6 @@ class FedAvgLike(FederatedAlgorithm):
         """The parameters the clients step and the server averages (None: all; FedBABU: the body, the others
         stay the server's)."""
         return None
-
-    def client_sum(self, clients: Tensor, weights: Tensor | None, reduce: Reduce = weighted_sum) -> ClientSum:
-        """A sum Σ_{i∈S} p_i x_i over the round's ``clients [S]`` (``weights`` p ``[S]``; None: the mean) in
-        the run's ``aggregation`` order, to be given the clients' terms as :meth:`local_chunks` yields them
-        (``hetfl.engine.aggregation.ClientSum``)."""
-        return ClientSum(len(clients), weights, self.sequential, reduce)
 
     def local_chunks(self, t: int, clients: Tensor, steps: Tensor) -> Iterator[tuple[slice, Params]]:
         """The clients' models after their local steps from the server model w_t: ``(s, models [r, ...])`` of
@@ -118,20 +104,10 @@ class FedAvgLike(FederatedAlgorithm):
 
         return trained_chunks(self.fed, self.sampler, self.w, clients, steps, lr, setup, whole=whole)
 
-    def transient_bytes(self, element_size: int, parameters: int) -> int:
-        """The round's ``[S, ...]`` stacks (``batched``). With ``sequential`` a chunk of clients' models is
-        counted per row of a call (:meth:`trained_row_bytes`); what stays is the round's drawn minibatches,
-        every step's drawn before the first chunk (``hetfl.engine.grad.step_chunks``): at most τ_max steps of
-        S rows of B positions (int64) and mask bytes, τ_max the most steps a client takes."""
-        if not self.sequential:
-            return super().transient_bytes(element_size, parameters)
-        batch = int(self.hp.batch_size)
-        return self.work.tau * int(self.work.steps_per_unit.max()) * self.clients_per_round * batch * 9
-
-    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
-        """With ``sequential``, the local models of a chunk of clients are held per row of a call:
-        ``TRANSIENT_COPIES`` copies of the model (its local model and its update or optimizer buffer)."""
-        return parameters * TRANSIENT_COPIES * element_size if self.sequential else 0
+    def drawn_steps(self) -> int:
+        """τ_max, the most local steps a client takes (``local_steps``, in epochs of its largest client's
+        minibatches with ``local_steps_unit: epochs``)."""
+        return self.work.tau * int(self.work.steps_per_unit.max())
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

@@ -41,27 +41,29 @@ personalized model's definition; and ``official``'s α- and β-steps) stays plai
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from hetfl.algorithms.adapting import AdaptsForEvaluation
-from hetfl.algorithms.hyperparameters import Federated
+from hetfl.algorithms.hyperparameters import Aggregation, Federated
 from hetfl.engine.adapt import ClientModels, adapted_chunks
 from hetfl.engine.federation import Batch
-from hetfl.engine.grad import client_grads, gather_chunks
+from hetfl.engine.grad import client_grads, step_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
 
 
 @dataclasses.dataclass(frozen=True)
-class PerFedAvgHyperparameters(Federated):
+class PerFedAvgHyperparameters(Federated, Aggregation):
     """``lr`` α, the inner (personalization) step (official --learning_rate); ``beta`` β, the meta step;
     ``variant`` (``fo`` | ``hf``), ``hf_delta`` δ, ``step`` (``maml`` | ``sequential``), ``adaptation``
-    (``train`` | ``official``), ``adaptation_steps`` (α-steps of the ``train`` adaptation), and the client
-    optimizer of the model's steps."""
+    (``train`` | ``official``), ``adaptation_steps`` (α-steps of the ``train`` adaptation), the client
+    optimizer of the model's steps, and ``aggregation`` (``batched`` | ``sequential``, the order of the
+    server's mean: ``hetfl.engine.aggregation``)."""
 
     beta: float = 0.001
     variant: Literal["fo", "hf"] = "fo"
@@ -109,23 +111,6 @@ class PerFedAvg(AdaptsForEvaluation):
         plain algorithm, to the bit)."""
         return _shifted(local, grads, -lr) if opt.plain else opt.step(local, grads, lr, s)
 
-    def _local_step(self, local: Params, sampled: Tensor, opt: ClientOptimizer, t: int) -> Params:
-        """One local step of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``: the
-        clients' models after it (``local [S, ...]`` updated in place when it is split in chunks). The step's minibatches D, D' (and D'') are drawn for all the
-        clients at once, in that order, then gathered and used a chunk of clients at a time under a memory
-        budget (``hetfl.engine.grad.gather_chunks``: one chunk's minibatches resident; the same numbers)."""
-        draws = 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
-        picks = [self.sampler.next(sampled) for _ in range(draws)]
-        owners = self.sampler.owners(sampled)
-        for chunk in zip(*(gather_chunks(self.fed, owners, pos, mask) for pos, mask in picks), strict=True):
-            s, batches = chunk[0][0], [batch for _, batch in chunk]
-            if s.stop - s.start == len(sampled):  # one chunk: every row, no copy
-                return self._step_rows(local, batches, opt, t, s)
-            new = self._step_rows(rows(local, s), batches, opt, t, s)
-            for k, v in new.items():
-                local[k][s] = v  # a no-op where the optimizer stepped the views in place
-        return local
-
     def _step_rows(
         self, local: Params, batches: list[Batch], opt: ClientOptimizer, t: int, s: slice
     ) -> Params:
@@ -144,11 +129,39 @@ class PerFedAvg(AdaptsForEvaluation):
 
     def round(self, t: int, sampled: Tensor) -> None:
         self.t = t
-        local = broadcast(self.w, len(sampled))
-        opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
-        for _ in range(self.hp.local_steps):
-            local = self._local_step(local, sampled, opt, t)
-        self.w = self.aggregate(local, sampled)
+        mean = self.client_sum(sampled, self.aggregation_weights(sampled))
+        for s, local in self._local_chunks(sampled, t):
+            mean.add(s, local)
+        self.w = mean.result()  # the server averages the clients' models (Algorithm 1, line 11)
+
+    def _local_chunks(self, sampled: Tensor, t: int) -> Iterator[tuple[slice, Params]]:
+        """The τ local steps of every sampled client (Per-FedAvg, Algorithm 1, lines 6-9) in round ``t``, from
+        w_t with zero momentum: yields ``(s, local [r, ...])``, the models of the clients ``sampled[s]``.
+        Every step's minibatches D, D' (and D'') are drawn for all the clients, in that order (step by step
+        without a row limit, all first under one), then gathered and used a chunk of clients at a time
+        (``hetfl.engine.grad.step_chunks``: the same draws and numbers). ``aggregation: batched``: one chunk,
+        the S clients' ``[S, ...]`` stack, each row chunk through all its steps inside it; ``sequential``:
+        each row chunk started, stepped and handed over before the next (one chunk's models resident)."""
+        picks = 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
+        working = [len(sampled)] * self.hp.local_steps
+        parts = step_chunks(self.fed, self.sampler, sampled, working, picks=picks)
+        if not self.sequential:  # one chunk of all S: the chunks' steps in their order, in one stack
+            parts = [(slice(0, len(sampled)), (step for _, steps in parts for step in steps))]
+        for chunk, steps in parts:
+            local = broadcast(self.w, chunk.stop - chunk.start)
+            opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
+            for s, batches in steps:
+                r = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
+                if r.stop - r.start == len(sampled[chunk]):  # every row: no copy
+                    local = self._step_rows(local, list(batches), opt, t, r)
+                    continue
+                for k, v in self._step_rows(rows(local, r), list(batches), opt, t, r).items():
+                    local[k][r] = v  # a no-op where the optimizer stepped the views in place
+            yield chunk, local
+
+    def drawn_steps(self) -> int:
+        """τ steps of two minibatches (D, D'), three with the HF variant (D'')."""
+        return self.hp.local_steps * (3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2)
 
     def held_models(self) -> dict[str, Params]:
         """The global model, scored as it is."""
