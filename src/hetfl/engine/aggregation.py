@@ -13,8 +13,9 @@ last bits of the result, and training carries those bits on. Two orders (the run
   + ..., each term p_i x_i rounded to the parameters' dtype before it is added, as the official pFedMe code's
   ``aggregate_parameters`` adds its users' ``param * ratio`` (``FLAlgorithms/servers/serverbase.py``). Any
   split of the S clients into consecutive chunks adds the same terms in the same order: the same bits. A
-  round can then train a chunk of clients, add it and drop it (``hetfl.algorithms.baselines.common``), so its
-  S local models are never resident at once, under any memory budget, with the numbers of the unchunked run.
+  round can then train a chunk of clients, add it and drop it (``hetfl.algorithms.baselines.common``,
+  Per-FedAvg), so its S local models are never resident at once, under any memory budget, with the numbers
+  of the unchunked run.
 
 The two orders give results that differ in the last bits (and, through training, beyond); each is
 deterministic. ``tests/test_aggregation.py`` checks both against their definitions.
