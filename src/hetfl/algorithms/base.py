@@ -110,8 +110,8 @@ class Algorithm(ABC):
 
     def trained_row_bytes(self, element_size: int, parameters: int) -> int:
         """Bytes of one trained client's round state held per row of a call rather than in
-        :meth:`transient_bytes` (the FedAvg-like algorithms under ``aggregation: sequential``, which train, add
-        and drop a chunk of clients at a time: ``hetfl.algorithms.baselines.common``); 0 by default."""
+        :meth:`transient_bytes` (the algorithms under ``aggregation: sequential``, which train, add and drop a
+        chunk of clients at a time: :meth:`FederatedAlgorithm.trained_row_bytes`); 0 by default."""
         return 0
 
     def adapted_row_bytes(self, element_size: int, parameters: int) -> int:

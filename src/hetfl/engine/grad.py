@@ -137,9 +137,9 @@ def chunks_through_steps(
     through all its steps before the next (:func:`step_chunks`); the caller's step on ``s`` may only touch
     the rows ``s``.
     """
-    for _, steps in step_chunks(fed, sampler, clients, working, split):
-        for s, (batch,) in steps:
-            yield s, batch
+    ((_, steps),) = step_chunks(fed, sampler, clients, working, split, whole=True)
+    for s, (batch,) in steps:
+        yield s, batch
 
 
 def step_chunks(
@@ -149,12 +149,19 @@ def step_chunks(
     working: list[int],
     split: str = "train",
     picks: int = 1,
+    whole: bool = False,
 ) -> Iterator[tuple[slice, Iterator[tuple[slice, tuple[Batch, ...]]]]]:
     """:func:`chunks_through_steps` a chunk of rows at a time: yields ``(chunk, steps)``, ``chunk`` a slice of
     the C rows and ``steps`` the ``(s, batches)`` of its local steps (``s`` within ``chunk``), to be consumed
     before the next chunk. Each step draws ``picks`` minibatches per row, one ``sampler.next`` each, in that
     order (Per-FedAvg's D, D' and D''): ``batches`` holds them. Without a row limit, one chunk of all C rows
-    whose steps are drawn as they come; under one, every step's minibatches drawn first (the same draws)."""
+    whose steps are drawn as they come; under one, every step's minibatches drawn first (the same draws).
+    ``whole``: one chunk of all C rows whatever the limit, its steps those of the row chunks in their order
+    (:func:`chunks_through_steps`: for a caller that steps a ``[C, ...]`` stack)."""
+    if whole:
+        chunked = step_chunks(fed, sampler, clients, working, split, picks)
+        yield slice(0, len(clients)), (step for _, steps in chunked for step in steps)
+        return
     chunks = row_chunks(fed.model, len(clients))
     data = getattr(fed, split)
 
@@ -214,10 +221,7 @@ def trained_chunks(
         ValueError: per-row ``steps`` of the wrong length, negative or increasing.
     """
     working = _working_rows(steps, len(clients))
-    parts = step_chunks(fed, sampler, clients, working)
-    if whole:  # one chunk of all C: the chunks' steps in their order (chunks_through_steps), in one stack
-        parts = [(slice(0, len(clients)), (step for _, steps in parts for step in steps))]
-    for chunk, batches in parts:
+    for chunk, batches in step_chunks(fed, sampler, clients, working, whole=whole):
         params = broadcast(start, chunk.stop - chunk.start)
         optimizer, correction = setup(chunk, params)
         keys = optimizer.keys if optimizer is not None else list(params)

@@ -142,12 +142,11 @@ class PerFedAvg(AdaptsForEvaluation):
         (``hetfl.engine.grad.step_chunks``: the same draws and numbers). ``aggregation: batched``: one chunk,
         the S clients' ``[S, ...]`` stack, each row chunk through all its steps inside it; ``sequential``:
         each row chunk started, stepped and handed over before the next (one chunk's models resident)."""
-        picks = 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
         working = [len(sampled)] * self.hp.local_steps
-        parts = step_chunks(self.fed, self.sampler, sampled, working, picks=picks)
-        if not self.sequential:  # one chunk of all S: the chunks' steps in their order, in one stack
-            parts = [(slice(0, len(sampled)), (step for _, steps in parts for step in steps))]
-        for chunk, steps in parts:
+        whole = not self.sequential
+        for chunk, steps in step_chunks(
+            self.fed, self.sampler, sampled, working, picks=self.picks, whole=whole
+        ):
             local = broadcast(self.w, chunk.stop - chunk.start)
             opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
             for s, batches in steps:
@@ -159,9 +158,14 @@ class PerFedAvg(AdaptsForEvaluation):
                     local[k][r] = v  # a no-op where the optimizer stepped the views in place
             yield chunk, local
 
+    @property
+    def picks(self) -> int:
+        """Minibatches a local step draws per client: D and D', and D'' with the HF variant."""
+        return 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
+
     def drawn_steps(self) -> int:
-        """τ steps of two minibatches (D, D'), three with the HF variant (D'')."""
-        return self.hp.local_steps * (3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2)
+        """τ steps of :attr:`picks` minibatches."""
+        return self.hp.local_steps * self.picks
 
     def held_models(self) -> dict[str, Params]:
         """The global model, scored as it is."""
