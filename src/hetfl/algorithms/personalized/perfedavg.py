@@ -151,7 +151,7 @@ class PerFedAvg(AdaptsForEvaluation):
             opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
             for s, batches in steps:
                 r = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
-                if r.stop - r.start == len(sampled[chunk]):  # every row: no copy
+                if r.stop - r.start == chunk.stop - chunk.start:  # every row of the chunk: no copy
                     local = self._step_rows(local, list(batches), opt, t, r)
                     continue
                 for k, v in self._step_rows(rows(local, r), list(batches), opt, t, r).items():
