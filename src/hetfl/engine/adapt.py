@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from hetfl.engine.federation import Federation
-from hetfl.engine.grad import chunks_through_steps, sgd_step
-from hetfl.engine.memory import row_chunks
+from hetfl.engine.grad import trained_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params
 from hetfl.engine.sampler import BatchSampler
@@ -80,7 +79,7 @@ def adapted_chunks(
     """Every client adapted by ``len(lrs)`` local SGD steps, step k of size ``lrs[k]`` (``local_sgd``'s steps,
     ``hetfl.engine.grad.sgd_step``), a row chunk of clients at a time.
 
-    The minibatches come from ``hetfl.engine.grad.chunks_through_steps`` over the N clients (the draws of
+    The steps are ``hetfl.engine.grad.trained_chunks``' over the N clients, a chunk handed over at a time (the draws of
     ``local_sgd`` over all N clients, step by step, or of consecutive ``local_sgd`` calls of one step each;
     under a row limit every step drawn first, then chunk by chunk). For each chunk ``s`` of
     ``row_chunks(fed.model, N)`` (every client at once without a row limit), ``start(s)`` gives its models
@@ -93,23 +92,12 @@ def adapted_chunks(
         lrs: the step sizes, one per step.
         split: the data the steps draw from (``train``; ``test`` for Per-FedAvg's ``adaptation: official``).
 
-    Yields:
-        ``(s, params)``: the clients ``s`` and their adapted models ``[r, ...]``.
+    Returns:
+        the chunks' iterator of ``(s, params)``: the clients ``s`` and their adapted models ``[r, ...]``.
     """
-    n = fed.num_clients
-    if not lrs:  # no steps: the starting models
-        for s in row_chunks(fed.model, n) or [slice(0, n)]:
-            yield s, start(s)
-        return
-    s = params = opt = None
-    for rows, batch in chunks_through_steps(fed, sampler, fed.all_clients(), [n] * len(lrs), split):
-        if rows != s:  # the first step of the next chunk
-            if s is not None:
-                yield s, params
-            s, step, params = rows, 0, start(rows)
-            opt = optimizer(params) if optimizer is not None else None
-            trained = opt.keys if opt is not None else list(params)
-        if trained:  # as local_sgd: no steps without a parameter to train
-            sgd_step(fed.model, params, batch, lrs[step], trained, slice(0, s.stop - s.start), opt)
-        step += 1
-    yield s, params
+
+    def setup(s: slice, params: Params) -> tuple[ClientOptimizer | None, None]:
+        return (optimizer(params) if optimizer is not None else None), None
+
+    clients = fed.all_clients()
+    return trained_chunks(fed, sampler, start, clients, len(lrs), list(lrs), setup, whole=False, split=split)

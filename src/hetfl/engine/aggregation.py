@@ -28,18 +28,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from hetfl.engine.params import Params
+from hetfl.engine.params import Params, weighted_sum
 
 AGGREGATIONS = ("batched", "sequential")
 
 Reduce = Callable[[Tensor, Tensor], Tensor]
 """``reduce(p [S], x [S, ...]) -> [1, ...]``: a batched weighted sum of one parameter (``p`` in its dtype)."""
-
-
-def weighted_sum(p: Tensor, x: Tensor) -> Tensor:
-    """Σ_i p_i x_i over the rows of ``x [S, ...]`` (``p [S]``, the dtype of ``x``): ``[1, ...]``, torch's
-    ``sum(0)`` of the products (the batched default of :class:`ClientSum`)."""
-    return (p.reshape(-1, *([1] * (x.dim() - 1))) * x).sum(0, keepdim=True)
 
 
 class ClientSum:

@@ -11,7 +11,7 @@ from torch import Tensor
 from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params, broadcast, select
+from hetfl.engine.params import Params, select
 from hetfl.engine.params import rows as rows_of
 from hetfl.engine.sampler import BatchSampler
 from hetfl.models import BatchedModel
@@ -192,42 +192,51 @@ def step_chunks(
 def trained_chunks(
     fed: Federation,
     sampler: BatchSampler,
-    start: Params,
+    start: Callable[[slice], Params],
     clients: Tensor,
     steps: int | Tensor,
-    lr: float,
+    lr: float | list[float],
     setup: Callable[[slice, Params], tuple[ClientOptimizer | None, Correction | None]],
     whole: bool = True,
+    split: str = "train",
 ) -> Iterator[tuple[slice, Params]]:
-    """:func:`local_sgd` of ``clients [C]`` from one model ``start [1, ...]``, as a stream of chunks of
-    clients: yields ``(chunk, params)``, the clients ``clients[chunk]`` and their models ``params [r, ...]``
-    after all their local steps (new tensors, each client starting from a copy of ``start``).
+    """:func:`local_sgd` of ``clients [C]``, each chunk of clients from the models ``start(chunk)``, as a
+    stream of chunks: yields ``(chunk, params)``, the clients ``clients[chunk]`` and their models
+    ``params [r, ...]`` after all their local steps.
 
     ``whole`` (the default): one chunk of all C clients, stepped as :func:`local_sgd` steps them (under a
     row limit, a chunk of rows through all its steps at a time, inside the ``[C, ...]`` stack). False: under a
     row limit (``hetfl.engine.memory.row_chunks``), each chunk of rows is started, stepped through all its
     steps and handed over before the next one starts, so one chunk's models are resident, not C (the caller
-    drops them: ``hetfl.engine.aggregation.ClientSum``); without one, one chunk. Every step's minibatches are
-    drawn first either way (:func:`step_chunks`): each client's models and numbers are the same.
+    drops them: ``hetfl.engine.aggregation.ClientSum``, ``hetfl.engine.adapt``); without one, one chunk. Every
+    step's minibatches are drawn either way (:func:`step_chunks`): each client's models and numbers are the
+    same.
 
     Args:
-        start: the model every client starts from ``[1, ...]`` (not modified).
+        start: ``chunk -> Params [r, ...]``, the models the chunk's clients start from (new tensors the steps
+            may write; a parameter only read may be a view).
         steps: τ (int), or ``LongTensor[C]`` per row, non-increasing (:func:`local_sgd`).
-        lr: the step size.
+        lr: the step size, or one per step.
         setup: ``setup(chunk, params)`` -> the optimizer of the chunk's models ``params [r, ...]`` (None:
-            plain SGD) and the correction of its rows (rows relative to the chunk; None: none).
+            plain SGD of every parameter) and the correction of its rows (rows relative to the chunk; None:
+            none). Without a parameter to train (an optimizer of none) the steps are drawn, not taken.
+        split: the data the steps draw from.
 
     Raises:
         ValueError: per-row ``steps`` of the wrong length, negative or increasing.
     """
     working = _working_rows(steps, len(clients))
-    for chunk, batches in step_chunks(fed, sampler, clients, working, whole=whole):
-        params = broadcast(start, chunk.stop - chunk.start)
+    lrs = lr if isinstance(lr, list) else [lr] * len(working)
+    for chunk, batches in step_chunks(fed, sampler, clients, working, split, whole=whole):
+        params = start(chunk)
         optimizer, correction = setup(chunk, params)
         keys = optimizer.keys if optimizer is not None else list(params)
+        k, first = 0, None  # step k of a row chunk (``whole``: the row chunks' steps follow each other)
         for s, (batch,) in batches:
+            k, first = (k + 1 if s.start == first else 0), s.start
             rows = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
-            sgd_step(fed.model, rows_of(params, rows), batch, lr, keys, rows, optimizer, correction)
+            if keys:  # as local_sgd: no step without a parameter to train
+                sgd_step(fed.model, rows_of(params, rows), batch, lrs[k], keys, rows, optimizer, correction)
         yield chunk, params
 
 

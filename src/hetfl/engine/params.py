@@ -49,11 +49,13 @@ def average(params: Params, weights: Tensor | None = None) -> Params:
     """
     if weights is None:
         return {k: v.mean(0, keepdim=True) for k, v in params.items()}
-    out = {}
-    for k, v in params.items():
-        w = weights.to(device=v.device, dtype=v.dtype).reshape(-1, *([1] * (v.dim() - 1)))
-        out[k] = (w * v).sum(0, keepdim=True)
-    return out
+    return {k: weighted_sum(weights.to(device=v.device, dtype=v.dtype), v) for k, v in params.items()}
+
+
+def weighted_sum(p: Tensor, x: Tensor) -> Tensor:
+    """Σ_i p_i x_i over the rows of ``x [S, ...]`` (``p [S]``, the dtype of ``x``): ``[1, ...]``, torch's
+    ``sum(0)`` of the products (the server's weighted average, :func:`average`)."""
+    return (p.reshape(-1, *([1] * (x.dim() - 1))) * x).sum(0, keepdim=True)
 
 
 def lerp(a: Params, b: Params, beta: float) -> Params:

@@ -24,7 +24,7 @@ from torch import Tensor
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
-from hetfl.engine.params import Params
+from hetfl.engine.params import Params, broadcast
 
 
 class FedAvgLike(FederatedAlgorithm):
@@ -102,7 +102,10 @@ class FedAvgLike(FederatedAlgorithm):
         def setup(s: slice, local: Params):  # w_i ← w_t for each i of the chunk, zero momentum
             return self.client_optimizer(local, self.trained_keys()), self.correction(clients[s])
 
-        return trained_chunks(self.fed, self.sampler, self.w, clients, steps, lr, setup, whole=whole)
+        def start(s: slice) -> Params:
+            return broadcast(self.w, s.stop - s.start)
+
+        return trained_chunks(self.fed, self.sampler, start, clients, steps, lr, setup, whole=whole)
 
     def drawn_steps(self) -> int:
         """τ_max, the most local steps a client takes (``local_steps``, in epochs of its largest client's
