@@ -5,6 +5,9 @@ when the state does not fit the budget), inside a memory limit like a SLURM job'
 SCAFFOLD (``--algorithm pfedme``: pFedMe, whose C clients all train every round, K = 2 inner steps;
 ``--algorithm fedavg``: FedAvg, no per-client state, whose round holds its S local models, or one chunk of
 them with ``--aggregation sequential``;
+``--algorithm fedalt``: stateful FedAlt, its clients' personal output layers ``[C, ...]`` kept across rounds and
+its round's S local models, or one chunk of them with ``--aggregation sequential``, its evaluation a fine-tuning
+step of every client's personal part;
 ``--algorithm cobo``: CoBo, whose C clients all train every iteration and whose collaboration weights are
 updated every iteration from the C² pairs' gradients at their midpoints, b_α = 10) on a
 synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
@@ -36,6 +39,8 @@ and whether the resumed stacks equal the saved ones (the peak RSS then includes 
     python benchmarks/client_state.py --algorithm pfedme --clients 2000 --local-steps 2 --limit-mib 1024
     python benchmarks/client_state.py --algorithm fedavg --aggregation sequential --clients 10000 \
         --sampled 10000 --local-steps 1 --limit-mib 1536         # a round's 10,000 local models: 3.2 GB
+    python benchmarks/client_state.py --algorithm fedalt --aggregation sequential --clients 10000 \
+        --sampled 10000 --local-steps 1 --limit-mib 1536         # and 10,000 personal output layers
     python benchmarks/client_state.py --model resnet18 --shape 3,32,32 --clients 100 --local-steps 1 \
         --limit-mib 4096                                         # 100 clients of ResNet-18: 4.5 GB of c_i
 
@@ -56,8 +61,12 @@ HYPERPARAMETERS = {
     "fedavg": {"lr": 0.05},  # no per-client state: its round's S local models (with --sampled = --clients)
     "pfedme": {"lr": 0.05, "personal_lr": 0.05, "lam": 15, "K": 2},
     "cobo": {"lr": 0.05, "b_alpha": 10, "tau": 1},  # every client every iteration; weights every iteration
+    # stateful clients' personal output layers [C, ...]; its round's S local models; one fine-tuning step
+    "fedalt": {"lr": 0.05, "stateful": True, "finetune_steps": 1},
 }
 """Each algorithm's hyper-parameters besides the batch of 10, ``--local-steps`` and ``--sampled``."""
+SPLIT = {"fedalt": "output"}
+"""The model's personal part where the algorithm has one (``hetfl.models.adapters``)."""
 
 
 def measure(
@@ -86,7 +95,7 @@ def measure(
     from hetfl.train import apply_memory_budget
 
     torch.set_num_threads(1)
-    fed = random_federation(clients, samples, shape, model)  # benchmarks/scaling.py's
+    fed = random_federation(clients, samples, shape, model, SPLIT.get(algorithm_name, "none"))
     cpu = torch.device("cpu")
     if placement != "device":  # mmap: a budget of 0, every stack in a file
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0
@@ -95,7 +104,7 @@ def measure(
     hp = {**HYPERPARAMETERS[algorithm_name], "batch_size": 10, "local_steps": steps}
     if "clients_per_round" in cls.Hyperparameters.names():  # CoBo: every client, every round
         hp["clients_per_round"] = sampled
-    if aggregation is not None:  # the FedAvg-like algorithms' order of the server's sums
+    if aggregation is not None:  # the order of the server's sums (FedAvg-like, FedAlt)
         hp["aggregation"] = aggregation
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, algorithm_name), 0, "epoch")
     algorithm.evaluated = cls.models[:1]  # the global model (CoBo: the personal models)
@@ -205,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         "--checkpoint", action="store_true", help="then save a checkpoint and resume a fresh run from it"
     )
     parser.add_argument(
-        "--aggregation", choices=["batched", "sequential"], help="the FedAvg-like algorithms' server sums"
+        "--aggregation", choices=["batched", "sequential"], help="the server's sums (FedAvg-like, FedAlt)"
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

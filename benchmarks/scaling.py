@@ -71,10 +71,10 @@ def random_federation(clients: int, samples: int, shape: tuple[int, ...], model:
 
     rng = np.random.default_rng(0)
 
-    def split(n: int) -> ClientSplit:
-        xs = [rng.normal(size=(n, *shape)).astype(np.float32) for _ in range(clients)]
-        ys = [rng.integers(0, 10, size=n) for _ in range(clients)]
-        return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
+    def split(n: int) -> ClientSplit:  # one array, as Federation.from_partition gathers a split
+        x = rng.standard_normal(size=(clients * n, *shape), dtype=np.float32)
+        y = rng.integers(0, 10, size=clients * n)
+        return ClientSplit.concatenated(x, y, [n] * clients, torch.device("cpu"), torch.float32)
 
     spec = normalize_model_spec({"name": model, "split": personal}, "model")
     return Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))

@@ -107,7 +107,14 @@ OPTIONS = {  # each algorithm's sequential run, with its stateful options where 
     "fedbabu": {"clients_per_round": 7, "server_optimizer": "adam", "finetune_steps": 2},
     "feddyn": {"clients_per_round": 7, "client_weights": "samples"},
     "fednova": {"local_steps_per_client": "spread", "local_steps_min": 1, "momentum": 0.5},
+    "fedper": {"clients_per_round": 7, "momentum": 0.9},
+    "fedrep": {"personal_steps": 2, "client_weights": "samples"},
+    "fedalt": {"clients_per_round": 7, "stateful": True, "momentum": 0.9, "personal_steps": 2},
     "fedprox": {"clients_per_round": 7, "mu": 0.1, "server_optimizer": "avgm"},
+    "fedsim": {"clients_per_round": 7, "client_weights": "samples", "stateful": True, "momentum": 0.5},
+    "ffgg": {"clients_per_round": 7, "tau": 2, "momentum": 0.9},  # Algorithm 1: θ-gradients summed
+    "ffgg-local": {"client_weights": "samples", "tau": 2, "local_theta_steps": 2, "personal_init": "initial"},
+    "lg_fedavg": {"clients_per_round": 7},  # a personal body: the input split
     "perfedavg": {"clients_per_round": 7, "variant": "hf", "momentum": 0.9, "beta": 0.05},
     "perfedavg-sequential": {"step": "sequential", "client_weights": "samples", "adaptation_steps": 2},
     "scaffold": {"clients_per_round": 7, "control": "I"},
@@ -117,16 +124,19 @@ OPTIONS = {  # each algorithm's sequential run, with its stateful options where 
 
 def _sequential_run(case, dtype, rows, record=None):
     name = case.split("-")[0]
-    fed = tiny_federation("dnn", sizes=SIZES, dtype=dtype, split="output")
+    fed = tiny_federation("dnn", sizes=SIZES, dtype=dtype, split="input" if name == "lg_fedavg" else "output")
     if rows is not None:
         limit_rows(fed.model, rows)
-    hp = {"local_steps": 3, "batch_size": 4, **OPTIONS[case], "aggregation": "sequential"}
+    fields = {f.name for f in dataclasses.fields(get_algorithm(name, environment=FEDERATION).Hyperparameters)}
+    steps = {"local_steps": 3} if "local_steps" in fields else {}  # FFGG: tau, local_theta_steps
+    hp = {**steps, "batch_size": 4, **OPTIONS[case], "aggregation": "sequential"}
     return train(fed, build(fed, name, hp, "epoch"))
 
 
 def test_every_algorithm_with_the_option_has_a_case():
     assert AGGREGATING == [
-        "fedavg", "fedavg_ft", "fedbabu", "feddyn", "fednova", "fedprox", "perfedavg", "scaffold"
+        "fedalt", "fedavg", "fedavg_ft", "fedbabu", "feddyn", "fednova", "fedper", "fedprox", "fedrep", "fedsim",
+        "ffgg", "lg_fedavg", "perfedavg", "scaffold",
     ]  # fmt: skip
     assert {c.split("-")[0] for c in OPTIONS} == set(AGGREGATING)
 
@@ -162,12 +172,18 @@ def test_batched_and_sequential_differ_only_in_the_order_of_the_sums():
 
 
 @pytest.mark.parametrize(
-    "name,hp,picks",
-    [("fedavg", {}, 1), ("perfedavg", {}, 2), ("perfedavg", {"variant": "hf"}, 3)],
-    ids=["fedavg", "perfedavg", "perfedavg-hf"],
+    "name,hp,draws",
+    [
+        ("fedavg", {}, 20),
+        ("perfedavg", {}, 40),  # D and D' a step
+        ("perfedavg", {"variant": "hf"}, 60),  # and D''
+        ("fedalt", {"personal_steps": 5}, 25),  # w steps, then θ steps
+        ("ffgg", {}, 11),  # τ = 10, then the θ-gradient's minibatch
+    ],
+    ids=["fedavg", "perfedavg", "perfedavg-hf", "fedalt", "ffgg"],
 )
-def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call(name, hp, picks):
-    fed = tiny_federation("dnn", sizes=SIZES, dtype=torch.float32)
+def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call(name, hp, draws):
+    fed = tiny_federation("dnn", sizes=SIZES, dtype=torch.float32, split="output")
     size, parameters = 4, fed.model.num_parameters()
     plans = {}
     for order in aggregation.AGGREGATIONS:
@@ -175,9 +191,14 @@ def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call(name, hp, 
         plans[order] = plan_memory(fed, algorithm, 64 * MIB, 4)
     batched, sequential = plans["batched"], plans["sequential"]
     transient = len(SIZES) * parameters * TRANSIENT_COPIES * size  # the S local models and updates
-    draws = 20 * picks * len(SIZES) * 4 * 9  # every step's drawn positions (int64) and mask: τ = 20, B = 4
-    assert batched.resident_bytes - sequential.resident_bytes == transient - draws
+    positions = draws * len(SIZES) * 4 * 9  # every step's drawn positions (int64) and mask: B = 4
+    personal = len(SIZES) * fed.model.num_parameters(fed.model.personal_keys()) * size if name in SPLIT else 0
+    assert personal or name not in SPLIT
+    assert batched.resident_bytes - sequential.resident_bytes == transient - positions - personal
     assert sequential.row_bytes - batched.row_bytes == parameters * TRANSIENT_COPIES * size
+
+
+SPLIT = ("fedalt", "ffgg")  # partial personalization: the round's starting personal parts stay resident
 
 
 def test_a_bad_aggregation_names_the_key_and_the_orders():

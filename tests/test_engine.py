@@ -224,3 +224,51 @@ def test_mlp_forward_is_differentiable_in_its_input():
     x0 = x.detach()[0].requires_grad_()
     (ref,) = torch.autograd.grad(module(x0).sum(), x0)
     torch.testing.assert_close(g[0], ref)
+
+
+def _per_client_split(dataset, indices, labels):
+    from hetfl.engine.federation import ClientSplit
+
+    return ClientSplit(
+        [dataset.x[i] for i in indices], [labels[i] for i in indices], torch.device("cpu"), torch.float32
+    )
+
+
+@pytest.mark.parametrize("regression", [False, True])
+def test_federation_gathers_every_client_at_once_as_client_by_client(regression):
+    """``Federation.from_partition`` builds a split without transforms in one gather
+    (``ClientSplit.concatenated``): the same tensors as the per-client arrays; with a transform it still
+    transforms each client of its cluster."""
+    from hetfl.data.clients import Partition
+    from hetfl.data.dataset import Dataset
+    from hetfl.engine.federation import ClientSplit, Federation
+    from hetfl.models import build_model, normalize_model_spec
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 1, 4, 4)).astype(np.float32)
+    targets = rng.normal(size=(60, 2)).astype(np.float32) if regression else None
+    dataset = Dataset("toy", x, rng.integers(0, 3, size=60), 3, targets=targets)
+    order = rng.permutation(60)
+    train = [order[0:9], order[9:10], order[10:30]]
+    test = [order[30:40], order[40:55], order[55:60]]
+    model = build_model(normalize_model_spec({"name": "mlr"}, "model"), (1, 4, 4), 2 if regression else 3)
+    labels = dataset.y if targets is None else targets
+    plain = Partition(train, test, np.zeros(3), [{"kind": "none"}])
+    fed = Federation.from_partition(dataset, plain, model, torch.device("cpu"), torch.float32)
+    for split, indices in (("train", train), ("test", test)):
+        want = _per_client_split(dataset, indices, labels)
+        got = getattr(fed, split)
+        for name in ("x", "y", "sizes", "offsets"):
+            assert torch.equal(getattr(got, name), getattr(want, name)), (split, name)
+    rotated = Partition(
+        train, test, np.array([0, 1, 0]), [{"kind": "none"}, {"kind": "rotate", "angle": 90.0}]
+    )
+    turned = Federation.from_partition(dataset, rotated, model, torch.device("cpu"), torch.float32)
+    client = slice(int(turned.train.offsets[1]), int(turned.train.offsets[2]))
+    assert torch.equal(turned.train.x[:9], fed.train.x[:9])
+    assert not torch.equal(turned.train.x[client], fed.train.x[client])
+    assert torch.equal(turned.train.x[client], torch.rot90(fed.train.x[client], 1, (-2, -1)))
+    with pytest.raises(ValueError, match="sizes add up to 11"):
+        ClientSplit.concatenated(x[:10], labels[:10], [5, 6], torch.device("cpu"), torch.float32)
+    with pytest.raises(ValueError, match="client 1 has no samples"):
+        ClientSplit.concatenated(x[:10], labels[:10], [10, 0], torch.device("cpu"), torch.float32)

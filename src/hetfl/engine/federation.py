@@ -48,13 +48,37 @@ class ClientSplit:
     """
 
     def __init__(self, xs: list[np.ndarray], ys: list[np.ndarray], device: torch.device, dtype: torch.dtype):
-        sizes = [len(y) for y in ys]
+        self._store(np.concatenate(xs), np.concatenate(ys), [len(y) for y in ys], device, dtype)
+
+    @classmethod
+    def concatenated(
+        cls, x: np.ndarray, y: np.ndarray, sizes: list[int], device: torch.device, dtype: torch.dtype
+    ) -> ClientSplit:
+        """The split of clients whose samples ``x [n, *sample_shape]`` and labels or targets ``y [n, ...]``
+        come client after client, ``sizes`` samples each (Σ sizes = n): no per-client arrays, so building a
+        federation of many clients holds no second copy of its data in small pieces (freed, those leave the
+        process's heap full of holes that later allocations touch again: its resident memory grows past what
+        is in use).
+
+        Raises:
+            ValueError: if a client has no sample, or the sizes do not add up to the samples.
+        """
+        if sum(sizes) != len(x) or len(x) != len(y):
+            raise ValueError(
+                f"ClientSplit: sizes add up to {sum(sizes)}, x has {len(x)} and y {len(y)} samples"
+            )
+        split = cls.__new__(cls)
+        split._store(x, y, sizes, device, dtype)
+        return split
+
+    def _store(
+        self, x: np.ndarray, y: np.ndarray, sizes: list[int], device: torch.device, dtype: torch.dtype
+    ):
         if min(sizes) < 1:
             raise ValueError(f"client {sizes.index(min(sizes))} has no samples in this split")
         self.sizes = torch.tensor(sizes, dtype=torch.long)
         self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), self.sizes.cumsum(0)])
-        self.x = torch.as_tensor(np.concatenate(xs)).to(device=device, dtype=dtype)
-        y = np.concatenate(ys)
+        self.x = torch.as_tensor(x).to(device=device, dtype=dtype)
         self.y = torch.as_tensor(y).to(
             device=device, dtype=dtype if np.issubdtype(y.dtype, np.floating) else torch.long
         )
@@ -125,13 +149,21 @@ class Federation:
         Clients hold labels, or the dataset's ``targets`` for a regression dataset.
         """
 
+        def transform(i: int) -> dict | None:
+            t = partition.transforms[int(partition.cluster[i])] if partition.transforms else None
+            return t if t is not None and t.get("kind", "none") != "none" else None
+
         def split(indices: list[np.ndarray]):
+            labels = dataset.y if dataset.targets is None else dataset.targets
+            if all(transform(i) is None for i in range(len(indices))):  # one gather, no per-client copies
+                index = np.concatenate(indices)
+                sizes = [len(idx) for idx in indices]
+                return ClientSplit.concatenated(dataset.x[index], labels[index], sizes, device, dtype)
             xs, ys = [], []
             for i, idx in enumerate(indices):
-                transform = partition.transforms[int(partition.cluster[i])] if partition.transforms else None
                 x, y = dataset.x[idx], dataset.y[idx]
-                if transform is not None and transform.get("kind", "none") != "none":
-                    x, y = apply_transform(x, y, transform, dataset.num_classes)
+                if transform(i) is not None:
+                    x, y = apply_transform(x, y, transform(i), dataset.num_classes)
                 xs.append(x)
                 ys.append(y if dataset.targets is None else dataset.targets[idx])
             return ClientSplit(xs, ys, device, dtype)

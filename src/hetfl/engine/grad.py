@@ -231,13 +231,22 @@ def trained_chunks(
         params = start(chunk)
         optimizer, correction = setup(chunk, params)
         keys = optimizer.keys if optimizer is not None else list(params)
-        k, first = 0, None  # step k of a row chunk (``whole``: the row chunks' steps follow each other)
-        for s, (batch,) in batches:
-            k, first = (k + 1 if s.start == first else 0), s.start
-            rows = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
+        for k, rows, (batch,) in numbered_steps(chunk, batches):
             if keys:  # as local_sgd: no step without a parameter to train
                 sgd_step(fed.model, rows_of(params, rows), batch, lrs[k], keys, rows, optimizer, correction)
         yield chunk, params
+
+
+def numbered_steps(
+    chunk: slice, steps: Iterator[tuple[slice, tuple[Batch, ...]]]
+) -> Iterator[tuple[int, slice, tuple[Batch, ...]]]:
+    """The steps of one chunk of :func:`step_chunks` numbered: yields ``(k, rows, batches)``, ``k`` the local
+    step the rows take (from 0 for each row chunk: ``whole``'s row chunks follow each other, each through
+    all its steps) and ``rows`` the slice of the chunk's models (relative to ``chunk``) that take it."""
+    k, first = 0, None
+    for s, batches in steps:
+        k, first = (k + 1 if s.start == first else 0), s.start
+        yield k, slice(s.start - chunk.start, s.stop - chunk.start), batches
 
 
 def drawn_grads(

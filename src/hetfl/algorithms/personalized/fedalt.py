@@ -26,9 +26,9 @@ import dataclasses
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
-from hetfl.engine.grad import local_sgd
+from hetfl.engine.grad import sgd_step
 from hetfl.engine.optim import ClientOptimizer
-from hetfl.engine.params import Params, all_finite, select
+from hetfl.engine.params import Params, all_finite, rows, select
 from hetfl.engine.state import put
 
 
@@ -70,8 +70,8 @@ class StatefulPersonalization(PartialPersonalization):
         return select(self.personal, clients, self.fed.device)
 
     def personal_optimizer(self, params: Params, sampled: Tensor, keys: list[str] | None = None):
-        """The optimizer of the sampled clients' models ``params [S, ...]`` (over ``keys``, None: all): zero
-        momentum, except the personal part's buffers of stateful clients, which carry on from their last
+        """The optimizer of the clients' models ``params [r, ...]`` (``sampled [r]``; over ``keys``, None: all):
+        zero momentum, except the personal part's buffers of stateful clients, which carry on from their last
         round."""
         opt = self.client_optimizer(params, keys)
         if self.personal_momentum is not None:
@@ -79,8 +79,8 @@ class StatefulPersonalization(PartialPersonalization):
         return opt
 
     def keep(self, params: Params, sampled: Tensor, opt: ClientOptimizer) -> None:
-        """Stateful clients keep their personal part, and its momentum buffers in ``opt``, for their next
-        round."""
+        """Stateful clients ``sampled [r]`` keep their personal part of ``params [r, ...]``, and its momentum
+        buffers in ``opt``, for their next round."""
         if self.personal is not None:
             put(self.personal, sampled, {k: params[k] for k in self.personal_keys})
             if self.personal_momentum is not None:
@@ -97,18 +97,25 @@ class FedAlt(StatefulPersonalization):
     name = "fedalt"
     Hyperparameters = SplitTrainingHyperparameters
 
-    def round(self, t: int, sampled: Tensor) -> None:
-        hp = self.hp
-        self.t = t
-        params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
-        w_steps = hp.local_steps if hp.personal_steps is None else hp.personal_steps
-        opt_w = self.personal_optimizer(params, sampled, self.personal_keys)
-        opt_theta = self.client_optimizer(params, self.global_keys)  # from θ^r: zero momentum
+    @property
+    def personal_steps(self) -> int:
+        """The steps on w (``personal_steps``; null: ``local_steps``)."""
+        return self.hp.local_steps if self.hp.personal_steps is None else self.hp.personal_steps
+
+    def drawn_steps(self) -> int:
+        return self.personal_steps + self.hp.local_steps
+
+    def train_chunk(self, t: int, clients: Tensor, params: Params, steps) -> Params:
+        """The w steps (θ fixed), then the θ steps from θ^r (w fixed), each through its own client optimizer;
+        sends θ_m."""
         lr = self.lr_at(t)
-        local_sgd(self.fed, self.sampler, params, sampled, w_steps, lr, optimizer=opt_w)
-        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, lr, optimizer=opt_theta)
-        self.keep(params, sampled, opt_w)
-        self.server_step(params, sampled, hp.server_lr)
+        opt_w = self.personal_optimizer(params, clients, self.personal_keys)
+        opt_theta = self.client_optimizer(params, self.global_keys)  # from θ^r: zero momentum
+        for k, s, (batch,) in steps:
+            opt = opt_w if k < self.personal_steps else opt_theta
+            sgd_step(self.fed.model, rows(params, s), batch, lr, opt.keys, s, opt)
+        self.keep(params, clients, opt_w)
+        return {k: params[k] for k in self.global_keys}
 
 
 ALGORITHMS = {"fedalt": FedAlt}

@@ -15,7 +15,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from hetfl.algorithms.personalized.fedalt import SplitTrainingHyperparameters, StatefulPersonalization
-from hetfl.engine.grad import local_sgd
+from hetfl.engine.grad import sgd_step
+from hetfl.engine.params import Params, rows
 
 
 class FedSim(StatefulPersonalization):
@@ -24,14 +25,17 @@ class FedSim(StatefulPersonalization):
     name = "fedsim"
     Hyperparameters = SplitTrainingHyperparameters
 
-    def round(self, t: int, sampled: Tensor) -> None:
-        hp = self.hp
-        self.t = t
-        params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
-        opt = self.personal_optimizer(params, sampled)  # θ: zero momentum; w: as FedAlt's
-        local_sgd(self.fed, self.sampler, params, sampled, hp.local_steps, self.lr_at(t), optimizer=opt)
-        self.keep(params, sampled, opt)
-        self.server_step(params, sampled, hp.server_lr)
+    def drawn_steps(self) -> int:
+        return self.hp.local_steps
+
+    def train_chunk(self, t: int, clients: Tensor, params: Params, steps) -> Params:
+        """``local_steps`` joint steps of one client optimizer over (θ, w); sends θ_m."""
+        lr = self.lr_at(t)
+        opt = self.personal_optimizer(params, clients)  # θ: zero momentum; w: as FedAlt's
+        for _, s, (batch,) in steps:
+            sgd_step(self.fed.model, rows(params, s), batch, lr, opt.keys, s, opt)
+        self.keep(params, clients, opt)
+        return {k: params[k] for k in self.global_keys}
 
 
 ALGORITHMS = {"fedsim": FedSim}

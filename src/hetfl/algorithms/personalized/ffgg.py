@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
-from hetfl.engine.grad import client_grads, drawn_grads, local_sgd, row_batches
+from hetfl.engine.grad import client_grads, sgd_step
 from hetfl.engine.params import Params, rows
 
 
@@ -86,30 +86,50 @@ class FFGG(PartialPersonalization):
         fresh = self.fed.model.init(generator, self.fed.dtype, count=len(clients), keys=self.personal_keys)
         return {k: v.to(self.fed.device) for k, v in fresh.items()}
 
-    def round(self, t: int, sampled: Tensor) -> None:
+    def drawn_steps(self) -> int:
+        """τ fine-tuning steps, then K alternating steps (Algorithm 4) or the θ-gradient's minibatch (1)."""
+        return self.hp.tau + max(self.hp.local_theta_steps, 1)
+
+    def train_chunk(self, t: int, clients: Tensor, params: Params, steps) -> Params:
+        """Algorithm 2's τ steps on w (θ^r fixed), then Algorithm 1's θ-gradient Δ_m = ∇_θ f_m(θ^r, w_m),
+        sent; or Algorithm 4's K alternating steps, θ_m sent. One optimizer of w for both phases (stateless
+        clients: zero momentum), θ_k's from zero momentum."""
         hp, model = self.hp, self.fed.model
-        self.t = t
-        params = self.compose(self.personal_start(sampled, self.rng), len(sampled))
         lr_w, lr_theta = self.lr_at(t, hp.lr_w), self.lr_at(t, hp.lr_theta)
-        opt_w = self.client_optimizer(params, self.personal_keys)  # stateless clients: zero momentum
-        local_sgd(self.fed, self.sampler, params, sampled, hp.tau, lr_w, optimizer=opt_w)  # Alg. 2
-        if hp.local_theta_steps == 0:  # Algorithm 1: one global gradient per client, server step γ_θ
-            grads = drawn_grads(self.fed, self.sampler, sampled, lambda s: rows(params, s))
-            delta = self.aggregate({k: grads[k] for k in self.global_keys}, sampled)
-            if self.theta_opt.plain:
-                self.theta = {k: v - lr_theta * delta[k] for k, v in self.theta.items()}
-            else:
-                self.theta_opt.step(self.theta, delta, lr_theta)
-            return
+        opt_w = self.client_optimizer(params, self.personal_keys)
         opt_theta = self.client_optimizer(params, self.global_keys)  # θ_0 = θ^r: zero momentum
-        for _ in range(hp.local_theta_steps):  # Algorithm 4: alternate w and θ steps
-            for s, batch in row_batches(self.fed, self.sampler, sampled):  # a chunk of clients at a time
-                part = rows(params, s)  # views
-                _, grads = client_grads(model, part, batch)
-                opt_w.step(part, grads, lr_w, s)  # w ← w − γ_w ∇_w f(θ_k, w)
-                _, grads = client_grads(model, part, batch)  # ∇_θ at (θ_k, w_{k+1})
-                opt_theta.step(part, grads, lr_theta, s)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
-        self.server_step(params, sampled, hp.server_lr)
+        theta_grad = hp.local_theta_steps == 0  # Algorithm 1: Δ_m sent; Algorithm 4: θ_m
+        sent = None if theta_grad else {k: params[k] for k in self.global_keys}
+        for k, s, (batch,) in steps:
+            part = rows(params, s)  # views
+            if k < hp.tau:  # Alg. 2: w ← w − γ_w ∇_w f(θ^r, w)
+                sgd_step(model, part, batch, lr_w, opt_w.keys, s, opt_w)
+                continue
+            _, grads = client_grads(model, part, batch)
+            if theta_grad:  # Algorithm 1: one global gradient per client
+                delta = {key: grads[key] for key in self.global_keys}
+                if s.stop - s.start == len(clients):
+                    sent = delta
+                    continue
+                sent = sent or {key: v.new_empty((len(clients), *v.shape[1:])) for key, v in delta.items()}
+                for key, v in delta.items():
+                    sent[key][s] = v
+                continue
+            opt_w.step(part, grads, lr_w, s)  # Algorithm 4: w ← w − γ_w ∇_w f(θ_k, w)
+            _, grads = client_grads(model, part, batch)  # ∇_θ at (θ_k, w_{k+1})
+            opt_theta.step(part, grads, lr_theta, s)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
+        return sent
+
+    def theta_step(self, t: int, mean: Params) -> None:
+        """Algorithm 1: θ^{r+1} = θ^r − γ_θ · mean Δ_m through the θ-step's optimizer; Algorithm 4: the
+        server's averaging (:meth:`PartialPersonalization.theta_step`)."""
+        if self.hp.local_theta_steps:
+            return super().theta_step(t, mean)
+        lr_theta = self.lr_at(t, self.hp.lr_theta)
+        if self.theta_opt.plain:
+            self.theta = {k: v - lr_theta * mean[k] for k, v in self.theta.items()}
+        else:
+            self.theta_opt.step(self.theta, mean, lr_theta)
 
 
 ALGORITHMS = {"ffgg": FFGG}

@@ -7,6 +7,13 @@ training data for ``finetune_steps`` SGD steps before testing: the "final fine-t
 personal part" (stage 3 of FFGG's real-data pipeline, TMLR 2025 App. E.6; Pillutla et al. 2022).
 Where the fine-tuning starts depends on the algorithm (``personal_start``).
 
+A round (:meth:`PartialPersonalization.round`): each sampled client's personal part starts at
+``personal_start``, the clients train a chunk at a time (``local_chunks``: their steps' minibatches drawn
+as one batched loop over the S clients draws them, ``hetfl.engine.grad.step_chunks``) and send what the
+server adds (θ_m, or FFGG's θ-gradient) in the run's ``aggregation`` order (``hetfl.engine.aggregation``):
+one chunk of all S under ``batched`` (the default); under ``sequential`` and a memory budget, one chunk per
+call, so that the round's S local models are never resident at once.
+
 Client optimizer (``momentum``, ``weight_decay``, ``clip_norm``, ``lr_schedule``: config/README.md): every
 gradient step on θ or w goes through it (each algorithm says how). The evaluation's fine-tuning too, from
 zero momentum, at its constant step size (``finetune_lr``, or the personal step size unscheduled: the
@@ -16,14 +23,18 @@ schedule is the training rounds').
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from hetfl.algorithms.adapting import AdaptsForEvaluation
-from hetfl.algorithms.hyperparameters import ClientOptimization
+from hetfl.algorithms.hyperparameters import Aggregation, ClientOptimization
 from hetfl.engine.adapt import ClientModels, adapted_chunks
+from hetfl.engine.federation import Batch
+from hetfl.engine.grad import numbered_steps, step_chunks
 from hetfl.engine.params import Params, all_finite, broadcast, rows
 from hetfl.engine.sampler import eval_sampler
 from hetfl.errors import ConfigError
@@ -32,13 +43,14 @@ from hetfl.options import Options
 
 
 @dataclasses.dataclass(frozen=True)
-class PartialHyperparameters(ClientOptimization):
+class PartialHyperparameters(ClientOptimization, Aggregation):
     """Shared by the partially personalized algorithms.
 
     ``batch_size`` |D|; ``clients_per_round`` S (null = all); ``client_weights`` (``uniform`` 1/S or
     ``samples``); ``finetune_steps``: SGD steps on w before evaluation; ``finetune_lr``: their step size
-    (null: the algorithm's personal step size); and the client optimizer (``ClientOptimization``) of the
-    steps on θ and w, whose scheduled step sizes each algorithm names (:meth:`step_sizes`).
+    (null: the algorithm's personal step size); the client optimizer (``ClientOptimization``) of the
+    steps on θ and w, whose scheduled step sizes each algorithm names (:meth:`step_sizes`); and the order of
+    the server's sum (``Aggregation``).
     """
 
     batch_size: int = 20
@@ -117,10 +129,59 @@ class PartialPersonalization(AdaptsForEvaluation):
         """Where the personal part of ``clients [C]`` starts (for a round, or for evaluation): the default."""
         return broadcast(self.default_personal, len(clients))
 
-    def server_step(self, local: Params, sampled: Tensor, lr: float) -> None:
-        """θ ← θ − lr · (θ − weighted mean of the sampled clients' θ): the pseudo-gradient step (lr 1: averaging)."""
-        mean = self.aggregate({k: local[k] for k in self.global_keys}, sampled)
+    def round(self, t: int, sampled: Tensor) -> None:
+        """Round ``t`` of the sampled clients ``sampled [S]``: their personal parts start at
+        :meth:`personal_start` (drawn before any minibatch), the clients train (:meth:`local_chunks`), the
+        server sums what each sends (:meth:`train_chunk`: the weighted mean, ``client_weights``, in the run's
+        ``aggregation`` order) and moves θ with it (:meth:`theta_step`)."""
+        self.t = t
+        start = self.personal_start(sampled, self.rng)
+        mean = self.client_sum(sampled, self.aggregation_weights(sampled))
+        for s, sent in self.local_chunks(t, sampled, start):
+            mean.add(s, sent)
+        self.theta_step(t, mean.result())
+
+    def local_chunks(self, t: int, sampled: Tensor, start: Params) -> Iterator[tuple[slice, Params]]:
+        """What the clients ``sampled [S]`` send after their local training, a chunk at a time: yields
+        ``(s, sent)``, ``sent`` the ``[r, ...]`` rows of the clients ``sampled[s]`` (:meth:`train_chunk`). Every
+        minibatch of the round is drawn as one batched loop over the S clients draws them, :meth:`drawn_steps`
+        draws (``hetfl.engine.grad.step_chunks``); each chunk's models are θ (copied) with its rows of the
+        personal parts ``start [S, ...]``. One chunk of all S under ``aggregation: batched``; under
+        ``sequential``, one per call under the run's row limit (each handed over before the next starts)."""
+        working = [len(sampled)] * self.drawn_steps()
+        for s, steps in step_chunks(self.fed, self.sampler, sampled, working, whole=not self.sequential):
+            params = self.compose(rows(start, s), s.stop - s.start)
+            yield s, self.train_chunk(t, sampled[s], params, numbered_steps(s, steps))
+
+    @abstractmethod
+    def drawn_steps(self) -> int:
+        """The minibatches a client draws in a round (one per local step, and FFGG's gradient's)."""
+
+    @abstractmethod
+    def train_chunk(
+        self, t: int, clients: Tensor, params: Params, steps: Iterator[tuple[int, slice, tuple[Batch, ...]]]
+    ) -> Params:
+        """Round ``t``'s local training of ``clients [r]`` from their models ``params [r, ...]`` (stepped in
+        place) through ``steps``, :meth:`drawn_steps` ``(k, rows, (batch,))`` for each row chunk of them
+        (``hetfl.engine.grad.numbered_steps``: step k of the models' ``rows``); returns what the clients send
+        the server, ``[r, ...]`` of the global keys."""
+
+    def theta_step(self, t: int, mean: Params) -> None:
+        """θ ← θ − server_lr · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]``
+        (``server_lr`` 1: their average)."""
+        lr = self.hp.server_lr
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
+
+    def transient_bytes(self, element_size: int, parameters: int) -> int:
+        """The round's stacks (``FederatedAlgorithm.transient_bytes``) and, under ``aggregation: sequential``,
+        the S clients' starting personal parts (drawn before the first chunk trains)."""
+        transient = super().transient_bytes(element_size, parameters)
+        if not self.sequential:
+            return transient
+        return (
+            transient
+            + self.clients_per_round * self.fed.model.num_parameters(self.personal_keys) * element_size
+        )
 
     def adapt(self) -> ClientModels:
         """Each client's personal model: θ with w fine-tuned on its training data (``finetune_steps`` steps of
