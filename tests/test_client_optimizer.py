@@ -399,6 +399,7 @@ def test_hyperparameters_without_the_new_keys_keep_their_values():
         "local_theta_steps": 0,
         "server_lr": 1.0,
         "personal_init": "random",
+        "aggregation": "batched",
         **NEUTRAL,
     }
 

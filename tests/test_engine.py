@@ -226,19 +226,25 @@ def test_mlp_forward_is_differentiable_in_its_input():
     torch.testing.assert_close(g[0], ref)
 
 
-def _per_client_split(dataset, indices, labels):
+def _per_client_split(dataset, indices, labels, transforms=None):
+    """A split built client by client: each client's arrays (transformed by ``transforms[i]``), concatenated."""
+    from hetfl.data.transforms import apply_transform
     from hetfl.engine.federation import ClientSplit
 
-    return ClientSplit(
-        [dataset.x[i] for i in indices], [labels[i] for i in indices], torch.device("cpu"), torch.float32
-    )
+    xs, ys = [], []
+    for i, idx in enumerate(indices):
+        x, y = dataset.x[idx], dataset.y[idx]
+        if transforms is not None:
+            x, y = apply_transform(x, y, transforms[i], dataset.num_classes)
+        xs.append(x)
+        ys.append(y if dataset.targets is None else labels[idx])
+    return ClientSplit(xs, ys, torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("regression", [False, True])
 def test_federation_gathers_every_client_at_once_as_client_by_client(regression):
-    """``Federation.from_partition`` builds a split without transforms in one gather
-    (``ClientSplit.concatenated``): the same tensors as the per-client arrays; with a transform it still
-    transforms each client of its cluster."""
+    """``Federation.from_partition`` builds each split in one gather (``ClientSplit.concatenated``), each
+    client's rows transformed where they lie: the same tensors as the per-client arrays, concatenated."""
     from hetfl.data.clients import Partition
     from hetfl.data.dataset import Dataset
     from hetfl.engine.federation import ClientSplit, Federation
@@ -253,21 +259,19 @@ def test_federation_gathers_every_client_at_once_as_client_by_client(regression)
     test = [order[30:40], order[40:55], order[55:60]]
     model = build_model(normalize_model_spec({"name": "mlr"}, "model"), (1, 4, 4), 2 if regression else 3)
     labels = dataset.y if targets is None else targets
-    plain = Partition(train, test, np.zeros(3), [{"kind": "none"}])
-    fed = Federation.from_partition(dataset, plain, model, torch.device("cpu"), torch.float32)
-    for split, indices in (("train", train), ("test", test)):
-        want = _per_client_split(dataset, indices, labels)
-        got = getattr(fed, split)
-        for name in ("x", "y", "sizes", "offsets"):
-            assert torch.equal(getattr(got, name), getattr(want, name)), (split, name)
-    rotated = Partition(
-        train, test, np.array([0, 1, 0]), [{"kind": "none"}, {"kind": "rotate", "angle": 90.0}]
-    )
-    turned = Federation.from_partition(dataset, rotated, model, torch.device("cpu"), torch.float32)
-    client = slice(int(turned.train.offsets[1]), int(turned.train.offsets[2]))
-    assert torch.equal(turned.train.x[:9], fed.train.x[:9])
-    assert not torch.equal(turned.train.x[client], fed.train.x[client])
-    assert torch.equal(turned.train.x[client], torch.rot90(fed.train.x[client], 1, (-2, -1)))
+    kinds = [{"kind": "none"}, {"kind": "rotate", "angle": 90.0}, {"kind": "permute_labels", "seed": 3}]
+    for cluster in ([0, 0, 0], [0, 1, 0], [2, 1, 1]):
+        partition = Partition(train, test, np.array(cluster), kinds)
+        fed = Federation.from_partition(dataset, partition, model, torch.device("cpu"), torch.float32)
+        for split, indices in (("train", train), ("test", test)):
+            want = _per_client_split(dataset, indices, labels, [kinds[c] for c in cluster])
+            got = getattr(fed, split)
+            for name in ("x", "y", "sizes", "offsets"):
+                assert torch.equal(getattr(got, name), getattr(want, name)), (cluster, split, name)
+        if cluster == [0, 1, 0]:  # the rotated client, and only it, differs from its plain samples
+            plain = _per_client_split(dataset, train, labels)
+            rows = [slice(int(fed.train.offsets[i]), int(fed.train.offsets[i + 1])) for i in range(3)]
+            assert [torch.equal(fed.train.x[r], plain.x[r]) for r in rows] == [True, False, True]
     with pytest.raises(ValueError, match="sizes add up to 11"):
         ClientSplit.concatenated(x[:10], labels[:10], [5, 6], torch.device("cpu"), torch.float32)
     with pytest.raises(ValueError, match="client 1 has no samples"):
