@@ -171,6 +171,9 @@ def test_batched_and_sequential_differ_only_in_the_order_of_the_sums():
     assert any(not torch.equal(a[k], b[k]) for k in a)
 
 
+SPLIT = ("fedalt", "ffgg")  # partial personalization: the round's starting personal parts stay resident
+
+
 @pytest.mark.parametrize(
     "name,hp,draws",
     [
@@ -196,9 +199,6 @@ def test_the_plan_counts_a_sequential_rounds_models_per_row_of_a_call(name, hp, 
     assert personal or name not in SPLIT
     assert batched.resident_bytes - sequential.resident_bytes == transient - positions - personal
     assert sequential.row_bytes - batched.row_bytes == parameters * TRANSIENT_COPIES * size
-
-
-SPLIT = ("fedalt", "ffgg")  # partial personalization: the round's starting personal parts stay resident
 
 
 def test_a_bad_aggregation_names_the_key_and_the_orders():
