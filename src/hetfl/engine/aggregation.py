@@ -14,7 +14,7 @@ last bits of the result, and training carries those bits on. Two orders (the run
   ``aggregate_parameters`` adds its users' ``param * ratio`` (``FLAlgorithms/servers/serverbase.py``). Any
   split of the S clients into consecutive chunks adds the same terms in the same order: the same bits. A
   round can then train a chunk of clients, add it and drop it (``hetfl.algorithms.baselines.common``,
-  Per-FedAvg), so its S local models are never resident at once, under any memory budget, with the numbers
+  Per-FedAvg, ``hetfl.algorithms.personalized.partial``), so its S local models are never resident at once, under any memory budget, with the numbers
   of the unchunked run.
 
 The two orders give results that differ in the last bits (and, through training, beyond); each is

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.grad import client_grads, sgd_step
+from hetfl.engine.memory import stitch
 from hetfl.engine.params import Params, rows
 
 
@@ -98,27 +99,30 @@ class FFGG(PartialPersonalization):
         lr_w, lr_theta = self.lr_at(t, hp.lr_w), self.lr_at(t, hp.lr_theta)
         opt_w = self.client_optimizer(params, self.personal_keys)
         opt_theta = self.client_optimizer(params, self.global_keys)  # θ_0 = θ^r: zero momentum
-        theta_grad = hp.local_theta_steps == 0  # Algorithm 1: Δ_m sent; Algorithm 4: θ_m
-        sent = None if theta_grad else {k: params[k] for k in self.global_keys}
-        for k, s, (batch,) in steps:
-            part = rows(params, s)  # views
-            if k < hp.tau:  # Alg. 2: w ← w − γ_w ∇_w f(θ^r, w)
-                sgd_step(model, part, batch, lr_w, opt_w.keys, s, opt_w)
-                continue
+
+        def fine_tuned():  # Alg. 2's τ steps w ← w − γ_w ∇_w f(θ^r, w) taken; the later steps handed over
+            for k, s, (batch,) in steps:
+                part = rows(params, s)  # views
+                if k < hp.tau:
+                    sgd_step(model, part, batch, lr_w, opt_w.keys, s, opt_w)
+                else:
+                    yield s, part, batch
+
+        if hp.local_theta_steps == 0:  # Algorithm 1: one global gradient per client, Δ_m sent
+
+            def delta(part: Params, batch) -> Params:  # Δ_m = ∇_θ f_m(θ^r, w_m) of the part's clients
+                _, grads = client_grads(model, part, batch)
+                return {key: grads[key] for key in self.global_keys}
+
+            deltas = ((s, (delta(part, batch),)) for s, part, batch in fine_tuned())
+            (sent,) = stitch(deltas, len(clients))
+            return sent
+        for s, part, batch in fine_tuned():  # Algorithm 4: K alternating steps, θ_m sent
             _, grads = client_grads(model, part, batch)
-            if theta_grad:  # Algorithm 1: one global gradient per client
-                delta = {key: grads[key] for key in self.global_keys}
-                if s.stop - s.start == len(clients):
-                    sent = delta
-                    continue
-                sent = sent or {key: v.new_empty((len(clients), *v.shape[1:])) for key, v in delta.items()}
-                for key, v in delta.items():
-                    sent[key][s] = v
-                continue
-            opt_w.step(part, grads, lr_w, s)  # Algorithm 4: w ← w − γ_w ∇_w f(θ_k, w)
+            opt_w.step(part, grads, lr_w, s)  # w ← w − γ_w ∇_w f(θ_k, w)
             _, grads = client_grads(model, part, batch)  # ∇_θ at (θ_k, w_{k+1})
             opt_theta.step(part, grads, lr_theta, s)  # θ_{k+1} = θ_k − γ_θ ∇_θ f(θ_k, w_{k+1})
-        return sent
+        return {k: params[k] for k in self.global_keys}
 
     def theta_step(self, t: int, mean: Params) -> None:
         """Algorithm 1: θ^{r+1} = θ^r − γ_θ · mean Δ_m through the θ-step's optimizer; Algorithm 4: the

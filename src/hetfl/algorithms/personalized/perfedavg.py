@@ -51,7 +51,7 @@ from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Aggregation, Federated
 from hetfl.engine.adapt import ClientModels, adapted_chunks
 from hetfl.engine.federation import Batch
-from hetfl.engine.grad import client_grads, step_chunks
+from hetfl.engine.grad import client_grads, numbered_steps, step_chunks
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
@@ -149,8 +149,7 @@ class PerFedAvg(AdaptsForEvaluation):
         ):
             local = broadcast(self.w, chunk.stop - chunk.start)
             opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
-            for s, batches in steps:
-                r = slice(s.start - chunk.start, s.stop - chunk.start)  # within the chunk's models
+            for _, r, batches in numbered_steps(chunk, steps):  # r: rows within the chunk's models
                 if r.stop - r.start == chunk.stop - chunk.start:  # every row of the chunk: no copy
                     local = self._step_rows(local, list(batches), opt, t, r)
                     continue
