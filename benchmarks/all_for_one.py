@@ -10,6 +10,7 @@ torch thread, and the benchmark checks they end on the same models.
 
     python benchmarks/all_for_one.py                      # collab_synth_d10 and collab_mnist, target >= 20x
     python benchmarks/all_for_one.py --studies collab_synth_d2 --rounds 3
+    python benchmarks/all_for_one.py --device cuda        # both on a GPU (timings synchronize the device)
 
 Prints, per study: iterations per second of each and the ratio; the weight estimation alone (N² gradients)
 and the update alone are timed too.
@@ -32,29 +33,34 @@ from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
 from hetfl.reference.all_for_one import all_for_one as reference
+from hetfl.train import pick_device
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 20.0
 
 
-def federation(study, root: Path) -> Federation:
-    """The study's federation for its first seed (dataset and partition built in ``root``)."""
+def federation(study, root: Path, device: torch.device) -> Federation:
+    """The study's federation for its first seed (dataset and partition built in ``root``), on ``device``."""
     data = load_dataset(study.dataset, root)
     part = make_partition(study.partition, data, study.partition_seed(study.seeds[0]))
     spec = study.runs["a41_bin"].settings
     model = build_model(spec["model"], data.sample_shape, data.num_outputs, data.task)
-    return Federation.from_partition(data, part, model, torch.device("cpu"), getattr(torch, spec["dtype"]))
+    return Federation.from_partition(data, part, model, device, getattr(torch, spec["dtype"]))
 
 
 def timed(fn, repeat: int = 1) -> float:
+    """Seconds per call of ``fn`` (mean of ``repeat``), the CUDA queue drained before and after."""
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else lambda: None
+    sync()
     start = time.perf_counter()
     for _ in range(repeat):
         fn()
+    sync()
     return (time.perf_counter() - start) / repeat
 
 
-def bench(study, rounds: int, ref_rounds: int, root: Path) -> dict:
-    fed = federation(study, root)
+def bench(study, rounds: int, ref_rounds: int, root: Path, device: torch.device) -> dict:
+    fed = federation(study, root, device)
     spec = study.runs["a41_bin"]
     cls = get_algorithm(spec.algorithm)
     hp = cls.Hyperparameters.from_dict(spec.hyperparameters, "bench")
@@ -97,7 +103,9 @@ def main() -> None:
     parser.add_argument("--studies", nargs="+", default=["collab_synth_d10", "collab_mnist"])
     parser.add_argument("--rounds", type=int, default=None, help="batched rounds (default: per study)")
     parser.add_argument("--config", default=str(ROOT / "config/config.yaml"))
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     args = parser.parse_args()
+    device = pick_device(args.device)
     torch.set_num_threads(1)
     suite = build_suite(yaml.safe_load(Path(args.config).read_text()))
     # (batched rounds, reference rounds): enough iterations for a few weight recomputations
@@ -108,10 +116,10 @@ def main() -> None:
             rounds, ref_rounds = plan.get(name, (3, 1))
             if args.rounds:
                 rounds = max(args.rounds, ref_rounds)
-            row = bench(suite.studies[name], rounds, ref_rounds, Path(root))
+            row = bench(suite.studies[name], rounds, ref_rounds, Path(root), device)
             rows.append(row)
             print(
-                f"{row['study']}: N = {row['N']}, {row['model']}, weights every {row['tau']} iterations\n"
+                f"{row['study']} on {device}: N = {row['N']}, {row['model']}, weights every {row['tau']} iterations\n"
                 f"  batched   {row['batched_it_s']:9.2f} iterations/s\n"
                 f"  per-pair  {row['loop_it_s']:9.2f} iterations/s\n"
                 f"  ratio     {row['ratio']:9.1f}x (target >= {TARGET:.0f}x: {'met' if row['ratio'] >= TARGET else 'NOT met'})\n"

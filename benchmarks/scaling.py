@@ -30,6 +30,7 @@ them).
     python benchmarks/scaling.py                                  # C = 10, 100, 1000, 10000
     python benchmarks/scaling.py --clients 10 100 --algorithms fedavg_cnn --rounds 3
     python benchmarks/scaling.py --budget-mib 256 --csv scaling.csv --figure docs/figures/scaling.png
+    python benchmarks/scaling.py --device cuda --algorithms fedavg_vgg11 --clients 10 100 --budget-mib 2048
 
 ``--csv`` keeps every measured row; ``--figure`` draws seconds per round and peak RSS above the baseline
 against C (log-log), unchunked and within the budget, from them (or, with ``--from-csv``, from a CSV
@@ -58,9 +59,16 @@ RUNS = {  # name -> (algorithm, model, sample shape, hyper-parameters; clients_p
 }
 
 
-def random_federation(clients: int, samples: int, shape: tuple[int, ...], model: str, personal: str = "none"):
+def random_federation(
+    clients: int,
+    samples: int,
+    shape: tuple[int, ...],
+    model: str,
+    personal: str = "none",
+    device: str = "cpu",
+):
     """A federation of ``clients`` clients with ``samples`` training and ``samples // 4`` (at least 1) test
-    samples each of ``shape``: random normal inputs and labels in 0..9 (NumPy seed 0), float32, on the CPU,
+    samples each of ``shape``: random normal inputs and labels in 0..9 (NumPy seed 0), float32, on ``device``,
     with the default ``model`` (a config name) for 10 classes, its personal parameters those of the split
     ``personal`` (``hetfl.models.adapters``)."""
     import numpy as np
@@ -74,7 +82,7 @@ def random_federation(clients: int, samples: int, shape: tuple[int, ...], model:
     def split(n: int) -> ClientSplit:  # one array, as Federation.from_partition gathers a split
         x = rng.standard_normal(size=(clients * n, *shape), dtype=np.float32)
         y = rng.integers(0, 10, size=clients * n)
-        return ClientSplit.concatenated(x, y, [n] * clients, torch.device("cpu"), torch.float32)
+        return ClientSplit.concatenated(x, y, [n] * clients, torch.device(device), torch.float32)
 
     spec = normalize_model_spec({"name": model, "split": personal}, "model")
     return Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
@@ -105,9 +113,13 @@ def peak_rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: float | None) -> dict:
-    """Seconds per round (median of ``rounds`` after one warm-up), rows per call and peak RSS of one
-    configuration, in this process (``budget_mib`` None: the unchunked engine)."""
+def measure(
+    name: str, clients: int, samples: int, rounds: int, budget_mib: float | None, device_name: str = "cpu"
+) -> dict:
+    """Seconds per round (median of ``rounds`` after one warm-up), rows per call and peak memory of one
+    configuration, in this process (``budget_mib`` None: the unchunked engine). On ``cuda`` the peak is
+    ``torch.cuda.max_memory_allocated`` (the data included; baseline 0) and each round ends with the device
+    synchronized; on the CPU it is the peak RSS."""
     import numpy as np
     import torch
 
@@ -117,30 +129,33 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
     from hetfl.train import apply_memory_budget
 
     torch.set_num_threads(1)
-    baseline_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    device = torch.device(device_name)
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    baseline_mib = 0.0 if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     algorithm, model, shape, extra = RUNS[name]
-    fed = random_federation(clients, samples, shape, model)
+    fed = random_federation(clients, samples, shape, model, device=device_name)
     forget_construction()
     cls = get_algorithm(algorithm)
     hp = {"lr": 0.05, "batch_size": 20, "clients_per_round": clients, **extra}
     if algorithm == "pfedme":
         hp.pop("clients_per_round")
     if budget_mib is not None:  # per-client state placed within the budget, as a training job does
-        cpu = torch.device("cpu")
-        fed.states = ClientStates(cpu, budget_bytes(budget_mib, cpu), reserved=data_bytes(fed))
+        fed.states = ClientStates(device, budget_bytes(budget_mib, device), reserved=data_bytes(fed))
     algo = cls(fed, cls.Hyperparameters.from_dict(hp, name), 0, "epoch")
     rows, fits = None, None
     if budget_mib is not None:
-        plan = apply_memory_budget(fed, algo, budget_mib, torch.device("cpu"), split_inexact=True)
+        plan = apply_memory_budget(fed, algo, budget_mib, device, split_inexact=True)
         rows, fits = plan.rows, plan.fits
     sampled = torch.randperm(clients, generator=torch.Generator().manual_seed(0))[: algo.clients_per_round]
     times = []
     for t in range(1, rounds + 2):
         start = time.perf_counter()
         algo.round(t, sampled.sort().values)
+        sync()
         times.append(time.perf_counter() - start)
     per_round = float(np.median(times[1:]))
-    peak_mib = peak_rss_mib()
+    peak_mib = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else peak_rss_mib()
     return {
         "run": name,
         "clients": clients,
@@ -149,6 +164,7 @@ def measure(name: str, clients: int, samples: int, rounds: int, budget_mib: floa
         "fits": fits,
         "peak_rss_mib": peak_mib,
         "baseline_mib": baseline_mib,
+        "device": str(device),
     }
 
 
@@ -160,6 +176,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds (after one warm-up)")
     parser.add_argument("--max-gib", type=float, default=16.0, help="address-space limit per configuration")
     parser.add_argument("--budget-mib", type=float, help="also run each configuration within this budget")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="cuda: peak = CUDA peak allocated, no --max-gib",
+    )
     parser.add_argument("--csv", help="write the measured rows to this CSV file")
     parser.add_argument("--figure", help="draw time and memory against C into this image file")
     parser.add_argument("--from-csv", help="draw --figure from this CSV (written by --csv) without measuring")
@@ -171,22 +193,24 @@ def main(argv: list[str] | None = None) -> None:
         draw(pd.read_csv(args.from_csv), args.figure)
         return
     if args.one:
-        limit = int(args.max_gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        print(json.dumps(measure(args.one[0], int(args.one[1]), args.samples, args.rounds, args.budget_mib)))
+        if args.device == "cpu":  # CUDA reserves far more address space than it uses: no limit there
+            limit = int(args.max_gib * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        one = measure(args.one[0], int(args.one[1]), args.samples, args.rounds, args.budget_mib, args.device)
+        print(json.dumps(one))
         return
     budgets = [None] if args.budget_mib is None else [None, args.budget_mib]
     measured = []
     print(
         f"{'run':<13}{'C':>6}{'budget':>8}{'rows':>6}{'s/round':>9}{'ms/client-round':>16}{'ratio':>7}"
-        f"{'peak RSS MiB':>13}{'above base':>11}{'in budget':>10}"
+        f"{'peak RSS MiB' if args.device == 'cpu' else 'CUDA peak':>13}{'above base':>11}{'in budget':>10}"
     )
     for name in args.algorithms:
         for clients in args.clients:
             unchunked = None
             for budget in budgets:
                 cmd = [sys.executable, __file__, "--one", name, str(clients), "--samples", str(args.samples),
-                       "--rounds", str(args.rounds), "--max-gib", str(args.max_gib),
+                       "--rounds", str(args.rounds), "--max-gib", str(args.max_gib), "--device", args.device,
                        *([] if budget is None else ["--budget-mib", str(budget)])]  # fmt: skip
                 proc = subprocess.run(cmd, capture_output=True, text=True)
                 label = "none" if budget is None else f"{budget:g}"
@@ -207,17 +231,18 @@ def main(argv: list[str] | None = None) -> None:
                 print(
                     f"{name:<13}{clients:>6}{label:>8}{r['rows'] or 'all':>6}{r['s_per_round']:>9.3f}"
                     f"{1000 * r['s_per_round'] / clients:>16.3f}{ratio:>7}{r['peak_rss_mib']:>13.0f}"
-                    f"{above:>11.0f}{within:>10}"
+                    f"{above:>11.0f}{within:>10}",
+                    flush=True,
                 )
+                if args.csv:  # after every row: a run stopped part-way keeps what it measured
+                    import pandas as pd
 
-    if args.csv or args.figure:
+                    pd.DataFrame(measured).to_csv(args.csv, index=False)
+
+    if args.figure:
         import pandas as pd
 
-        frame = pd.DataFrame(measured)
-        if args.csv:
-            frame.to_csv(args.csv, index=False)
-        if args.figure:
-            draw(frame, args.figure)
+        draw(pd.DataFrame(measured), args.figure)
 
 
 def draw(frame, path: str) -> None:

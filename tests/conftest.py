@@ -47,3 +47,24 @@ TINY_STUDY = {
 @pytest.fixture
 def tiny():
     return tiny_federation
+
+
+def train_study_run(study_cfg: dict, label: str, root: Path, seed: int = 0):
+    """One training job of a one-study config, as the workflow runs it: the dataset and the seed's partition
+    written to ``root``, then ``hetfl.train.train`` into ``root/run``. Returns ``(run record, RunOutputs,
+    the loaded Dataset)``."""
+    import json
+
+    from hetfl.config import build_suite
+    from hetfl.data import load_dataset, make_partition
+    from hetfl.train import RunOutputs, train
+
+    study = build_suite({"studies": {"s": study_cfg}}).studies["s"]
+    dataset = load_dataset(study.dataset, root)
+    dataset.save(root / "data.npz")
+    make_partition(study.partition, dataset, study.partition_seed(seed)).save(root / "part.npz")
+    out = root / "run"
+    out.mkdir()
+    paths = RunOutputs(out / "metrics.csv", out / "clients.csv", out / "run.json", out / "final.pt")
+    info = train(json.loads(study.run_json(label)), seed, root / "data.npz", root / "part.npz", paths)
+    return info, paths, dataset

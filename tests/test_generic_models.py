@@ -21,6 +21,7 @@ from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.models.generic import ModelOptionError
 from hetfl.reference import REFERENCES
 from hetfl.testing import follow_reference, tiny_federation
+from hetfl.train import pick_device
 
 SHAPE, K = (1, 8, 8), 4
 TOL = 1e-6  # float32
@@ -425,6 +426,7 @@ def test_editing_the_generic_path_reruns_its_models_only(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_the_generic_path_runs_on_cuda_and_equals_the_cpu():
+    pick_device("cuda")  # as a training job: float32 without TF32
     fed = small("resnet18", dtype=torch.float32)
     model = fed.model
     params = model.init(torch.Generator().manual_seed(0), torch.float32, count=3)
@@ -440,12 +442,9 @@ def test_the_generic_path_runs_on_cuda_and_equals_the_cpu():
 def test_char_lstm_trains_on_leaf_shakespeare_text_end_to_end(tmp_path):
     """LEAF-format text (characters encoded by LEAF's 80-letter alphabet, the next character as label) ->
     a study with ``char_lstm`` validates and a training job runs on it."""
-    import json
-
     import pandas as pd
 
-    from hetfl.data import load_dataset, make_partition
-    from hetfl.train import RunOutputs, train
+    from tests.conftest import train_study_run
     from tests.test_data_user_files import write_leaf
 
     files = write_leaf(tmp_path, text=True)
@@ -458,15 +457,8 @@ def test_char_lstm_trains_on_leaf_shakespeare_text_end_to_end(tmp_path):
         "defaults": {"lr": 0.5, "batch_size": 4, "local_steps": 2},
         "runs": {"fedavg": {"algorithm": "fedavg"}},
     }
-    study = build_suite({"studies": {"shakespeare": study_cfg}}).studies["shakespeare"]
-    dataset = load_dataset(study.dataset, tmp_path)
+    info, paths, dataset = train_study_run(study_cfg, "fedavg", tmp_path)
     assert dataset.x.shape[1:] == (8,) and dataset.num_classes == 80
-    dataset.save(tmp_path / "data.npz")
-    make_partition(study.partition, dataset, study.partition_seed(0)).save(tmp_path / "part.npz")
-    out = tmp_path / "run"
-    out.mkdir()
-    paths = RunOutputs(out / "metrics.csv", out / "clients.csv", out / "run.json", out / "final.pt")
-    info = train(json.loads(study.run_json("fedavg")), 0, tmp_path / "data.npz", tmp_path / "part.npz", paths)
     assert info["status"] == "ok" and info["rounds_done"] == 2
     metrics = pd.read_csv(paths.metrics)
     loss = metrics[metrics.metric == "train_loss_global"].set_index("round")["value"]

@@ -10,7 +10,7 @@ import torch
 
 from hetfl.config import build_suite
 from hetfl.data import load_dataset, make_partition
-from hetfl.train import RunOutputs, train
+from hetfl.train import RunOutputs, pick_device, train
 from tests.conftest import TINY_STUDY
 
 STUDY = TINY_STUDY
@@ -145,3 +145,16 @@ def test_a_float32_cnn_is_split_only_under_the_budget_of_its_spec(tmp_path):
     assert rows(auto, "cli", memory_budget=0.01) is None  # a command-line budget: not in the spec, not split
     small = build_suite({"studies": {"t": {**base, "memory_budget": 0.01}}}).studies["t"]
     assert rows(small, "spec") == 1  # the spec's budget: split (and part of the job's params)
+
+
+def test_a_cuda_job_computes_float32_without_tf32(monkeypatch):
+    """``pick_device`` turns TensorFloat-32 off on CUDA (cuDNN's default is on), and leaves it on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # flags only: nothing touches a GPU
+    flags = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        assert pick_device("cpu") == torch.device("cpu") and torch.backends.cudnn.allow_tf32
+        assert pick_device("auto") == torch.device("cuda")
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags

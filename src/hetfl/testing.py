@@ -50,8 +50,9 @@ def tiny_federation(
     dtype: torch.dtype = torch.float64,
     seed: int = 0,
     split: str = "none",
+    device: torch.device | str = "cpu",
 ) -> Federation:
-    """A federation of a few clients with unequal sizes, random inputs and random labels, on the CPU.
+    """A federation of a few clients with unequal sizes, random inputs and random labels, on ``device``.
 
     The default has 4 clients with 7, 12, 3 and 9 training samples (one smaller than a minibatch of 4,
     so padded batches are exercised) and half as many test samples (at least one), 1×4×4 "images" and
@@ -67,6 +68,8 @@ def tiny_federation(
         dtype: the federation's float dtype (data and models).
         seed: NumPy seed of the data (not of the models: algorithms draw those from their run seed).
         split: the model's personalization split (``none``, ``input``, ``output``, ``adapter`` with rank 2).
+        device: where the data (and so the algorithms' models) live: ``cpu`` (the default) or ``cuda``; the
+            data are drawn on the CPU, so a CUDA federation holds the same numbers.
 
     Returns:
         the ``Federation``: ``train.x [Σ sizes, *sample_shape]``, ``train.y [Σ sizes]`` (long), ``test``
@@ -81,7 +84,7 @@ def tiny_federation(
     def client_split(scale: float) -> ClientSplit:
         xs = [rng.normal(size=(max(1, int(n * scale)), *sample_shape)).astype(np.float32) for n in sizes]
         ys = [rng.integers(0, classes, size=len(x)) for x in xs]
-        return ClientSplit(xs, ys, torch.device("cpu"), dtype)
+        return ClientSplit(xs, ys, torch.device(device), dtype)
 
     extra = {"hidden": 5} if model == "dnn" else {"channels": [2, 3], "hidden": 4} if model == "cnn" else {}
     spec = normalize_model_spec({"name": model, "split": split, "adapter_rank": 2, **extra}, "model")

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The CUDA checks of a GPU machine, in one go (README, speed and scale: "On a GPU"). Run from the repository
+# root with hetfl importable (installed, or PYTHONPATH=src) and Snakemake on the path as `python3 -m snakemake`:
+#
+#   bash benchmarks/cuda/check.sh OUT [CORES]
+#
+# 1. tests/test_cuda.py and the generic model's CUDA test: every algorithm on CUDA equals its CPU run;
+# 2. the default suite's CNN studies (collab_mnist, collab_cifar_standin; `device: auto` takes the GPU) and
+#    one VGG-11 study (benchmarks/cuda/vgg11_digits.yaml) through Snakemake, CORES jobs at a time (default
+#    8); OUT/runs.csv gets each run's device, wall seconds and CUDA peak memory from its run.json, OUT/results.tar.gz
+#    the studies' tables and figures;
+# 3. benchmarks/all_for_one.py --device cuda (the batched All-for-one against its per-pair loop);
+# 4. benchmarks/scaling.py --device cuda: FedAvg CNN (batched and sequential aggregation) and VGG-11 against C,
+#    unchunked and within a budget; then FedAvg and pFedMe (all clients train) on MLR at C = 1,000 and 10,000;
+# 5. benchmarks/generic_models.py --device cuda: the hand-written DNN and CNN against the same networks through
+#    torch.func.
+#
+# Each step has its own time limit (seconds: T_TESTS, T_SUITE, T_A41, T_SCALING, T_SCALING_MLR, T_GENERIC) and
+# the script goes on after a failed step; OUT/log.txt has everything. DEVICE=cpu runs the same steps on the CPU
+# (a dry run of the script);
+# STUDIES=a,b replaces the studies of step 2; ONLY=tests,suite,... runs only the steps named (environment,
+# tests, suite, all_for_one, scaling, scaling_mlr, generic).
+set -uo pipefail
+out=${1:?usage: check.sh OUT [CORES]}
+cores=${2:-8}
+device=${DEVICE:-cuda}
+mkdir -p "$out"
+log="$out/log.txt"
+wanted() { [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, log it, report its exit status
+    local name=$1 limit=$2
+    shift 2
+    wanted "$name" || return 0
+    echo "=== $name (limit ${limit}s): $*" | tee -a "$log"
+    local start=$SECONDS
+    timeout "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    echo "=== $name: exit $rc after $((SECONDS - start)) s" | tee -a "$log"
+}
+
+step environment 60 bash -c 'nvidia-smi; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"'
+
+step tests "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py \
+    tests/test_generic_models.py -k "cuda" -x
+
+if wanted suite; then
+mkdir -p results && python3 benchmarks/cuda/digits32.py results/digits32.npz
+studies=${STUDIES:-collab_mnist,collab_cifar_standin,cuda_vgg11_digits}
+if [ "$device" = cpu ]; then  # the dry run: the VGG-11 study on the CPU, one round
+    sed 's/device: cuda/device: cpu/; s/rounds: 10/rounds: 1/' benchmarks/cuda/vgg11_digits.yaml >"$out/vgg.yaml"
+else
+    cp benchmarks/cuda/vgg11_digits.yaml "$out/vgg.yaml"
+fi
+step suite "${T_SUITE:-240}" python3 -m snakemake --cores "$cores" --keep-going \
+    --configfile config/config.yaml "$out/vgg.yaml" --config "select=$studies"
+python3 - "$out/runs.csv" <<'PY' 2>&1 | tee -a "$log"
+import glob, json, sys
+import pandas as pd
+rows = []
+for path in sorted(glob.glob("results/runs/*/*/seed=*/run.json")):
+    d = json.load(open(path))
+    rows.append({
+        "study": path.split("/")[2], "run": d["run"], "seed": d["seed"], "status": d["status"],
+        "device": d["device"], "device_name": d["device_name"], "wall_time_s": d["wall_time_s"],
+        "cuda_peak_mib": (d["cuda_peak_memory_bytes"] or 0) / 2**20,
+        "peak_rss_mib": (d["memory"].get("peak_rss_bytes") or 0) / 2**20,
+        "budget_mib": d["memory"]["budget_bytes"] / 2**20, "rows_per_call": d["memory"]["rows_per_call"],
+    })
+frame = pd.DataFrame(rows)
+frame.to_csv(sys.argv[1], index=False)
+if len(frame):
+    print(frame.groupby("study").agg(
+        runs=("run", "size"), ok=("status", lambda s: (s == "ok").sum()), wall_s=("wall_time_s", "sum"),
+        max_wall_s=("wall_time_s", "max"), max_cuda_peak_mib=("cuda_peak_mib", "max"),
+        max_rss_mib=("peak_rss_mib", "max"), device=("device", "first")).to_string())
+PY
+tar czf "$out/results.tar.gz" results/tables results/figures 2>/dev/null
+fi
+
+step all_for_one "${T_A41:-120}" python3 benchmarks/all_for_one.py --device "$device" \
+    --studies collab_synth_d10 collab_mnist
+step scaling "${T_SCALING:-150}" python3 benchmarks/scaling.py --device "$device" \
+    --algorithms fedavg_cnn fedavg_cnn_seq fedavg_vgg11 --clients 10 100 1000 --budget-mib 1024 --csv "$out/scaling.csv"
+step scaling_mlr "${T_SCALING_MLR:-150}" python3 benchmarks/scaling.py --device "$device" \
+    --algorithms fedavg_mlr pfedme_mlr --clients 1000 10000 --budget-mib 1024 --csv "$out/scaling_mlr.csv"
+step generic "${T_GENERIC:-120}" python3 benchmarks/generic_models.py --device "$device" --rounds 2 --blocks 2
+echo "=== done" | tee -a "$log"

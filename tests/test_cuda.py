@@ -1,0 +1,67 @@
+"""The CUDA path: every algorithm that trains on client data gives on a GPU what it gives on the CPU, and a
+training job on ``device: cuda`` records its device, budget and CUDA peak memory.
+
+Skipped without a CUDA device (CI has none); run on a GPU machine with ``python -m pytest tests/test_cuda.py``.
+The algorithms draw every random number on the CPU (``hetfl.engine.rng``), so a float64 run on CUDA follows
+the CPU run's minibatches, participation and initial models; only the order of floating-point sums differs
+(cuBLAS against OpenBLAS), so the two agree to float64 rounding, not to the byte. Within a memory budget, the
+row chunks of a CUDA run agree with its unchunked run likewise (byte-identical chunking is a property of
+the CPU kernels: ``tests/test_memory.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hetfl.engine.memory import limit_rows
+from hetfl.testing import tiny_federation
+from tests.conftest import TINY_STUDY, train_study_run
+from tests.test_memory import FEDERATION_CASES, build
+from tests.test_memory import train as train_rounds
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _run(case: str, device: str, rows: int | None = None):
+    """Case ``case`` of ``tests/test_memory.py`` in float64 on ``device``: ``(evaluations, final state)``."""
+    name, _, hp, sampling, make = FEDERATION_CASES[case]
+    fed = tiny_federation(make.model, split=make.split, dtype=torch.float64, device=device)
+    fed.cluster = torch.tensor([0, 1, 0, 1])
+    if rows is not None:
+        limit_rows(fed.model, rows)
+    return train_rounds(fed, build(fed, name, hp, sampling))
+
+
+def _assert_close(got, want):
+    (ev, state), (ev0, state0) = got, want
+    for g_rows, w_rows in zip(ev, ev0, strict=True):
+        for g, w in zip(g_rows, w_rows, strict=True):
+            assert g[:-1] == w[:-1], (g, w)  # the row's keys: split, model, client
+            assert g[-1] == pytest.approx(w[-1], rel=1e-9, abs=1e-12, nan_ok=True), (g, w)
+    assert state.keys() == state0.keys()
+    for k in state0:
+        a, b = state[k], state0[k]
+        if isinstance(b, torch.Tensor):
+            torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-9, atol=1e-12, msg=k)
+        else:
+            assert a == b, k
+
+
+@pytest.mark.parametrize("case", list(FEDERATION_CASES))
+def test_every_algorithm_on_cuda_equals_its_cpu_run(case):
+    _assert_close(_run(case, "cuda"), _run(case, "cpu"))
+
+
+@pytest.mark.parametrize("case", ["fedavg-sampled-epoch", "pfedme-epoch", "scaffold-II-sampled"])
+def test_row_chunks_on_cuda_equal_the_unchunked_run(case):
+    _assert_close(_run(case, "cuda", rows=1), _run(case, "cuda"))
+
+
+def test_a_training_job_on_cuda_records_its_device_budget_and_peak_memory(tmp_path):
+    study_cfg = {**TINY_STUDY, "device": "cuda", "runs": {"fedavg": {"algorithm": "fedavg"}}}
+    info, _, _ = train_study_run(study_cfg, "fedavg", tmp_path)
+    assert info["status"] == "ok" and info["device"].startswith("cuda")
+    assert info["cuda_peak_memory_bytes"] > 0
+    free, total = torch.cuda.mem_get_info()
+    assert 0 < info["memory"]["budget_bytes"] <= total
