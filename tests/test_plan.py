@@ -338,7 +338,7 @@ def test_configs_merge_key_by_key_and_the_cli_prints_the_table(tmp_path, measure
     )
     printed = capsys.readouterr().out
     assert "Fitted on 6 measured training jobs of 3 studies" in printed and "s0 = 2.00 s" in printed
-    assert "No GPU was available: GPU-hours were not measured" in printed
+    assert "GPU-hours are not estimated (the jobs measured ran on a CPU)" in printed
     assert "TOTAL" in printed and "wide" in printed and "quad" in printed
     assert set(pd.read_csv(out)["study"]) == {"wide", "quad"}
 

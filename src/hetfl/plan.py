@@ -43,7 +43,8 @@ caps every training job) or ``--node-mem-mb``, the jobs asking for more are list
 submitted.
 
 Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
-suite. GPU-hours are not estimated: the measurements are CPU-only (no GPU was available). The table
+suite. GPU-hours are not estimated: the measurements are CPU-only (the default suite's ``benchmark:`` files
+come from CPU runs; README, "On a GPU", has what one H200 measured). The table
 says which studies' jobs ask for a GPU (``device: cuda``); their CPU figure is a comparison only.
 """
 
@@ -571,7 +572,7 @@ def report(
             file=out,
         )
     print(
-        "\nNo GPU was available: GPU-hours were not measured. These are CPU core-hours (one thread per job) "
+        "\nGPU-hours are not estimated (the jobs measured ran on a CPU). These are CPU core-hours (one thread per job) "
         "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
         "figure is only a comparison, and device: auto uses a GPU where the node has one. Extrapolating "
         "by FLOPs to a larger model overestimates: a small model's time includes per-step overhead that "
