@@ -126,10 +126,10 @@ def measure(
     from hetfl.algorithms import get_algorithm
     from hetfl.engine.memory import budget_bytes, data_bytes
     from hetfl.engine.state import ClientStates
-    from hetfl.train import apply_memory_budget
+    from hetfl.train import apply_memory_budget, pick_device
 
     torch.set_num_threads(1)
-    device = torch.device(device_name)
+    device = pick_device(device_name)  # on CUDA: float32 without TF32, as a training job
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else lambda: None
     baseline_mib = 0.0 if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
