@@ -7,8 +7,8 @@
 # 1. tests/test_cuda.py and the generic model's CUDA test: every algorithm on CUDA equals its CPU run;
 # 2. the default suite's CNN studies (collab_mnist, collab_cifar_standin; `device: auto` takes the GPU) and
 #    one VGG-11 study (benchmarks/cuda/vgg11_digits.yaml) through Snakemake, CORES jobs at a time (default
-#    8); OUT/runs.csv gets each run's device, wall seconds and CUDA peak memory from its run.json, OUT/results.tar.gz
-#    the studies' tables and figures;
+#    8); OUT/runs.csv gets each of their runs' device, wall seconds and CUDA peak memory from its run.json,
+#    OUT/results.tar.gz their tables and figures;
 # 3. benchmarks/all_for_one.py --device cuda (the batched All-for-one against its per-pair loop);
 # 4. benchmarks/scaling.py --device cuda: FedAvg CNN (batched and sequential aggregation) and VGG-11 against C,
 #    unchunked and within a budget; then FedAvg and pFedMe (all clients train) on MLR at C = 1,000 and 10,000;
@@ -44,28 +44,29 @@ step tests "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test
     tests/test_generic_models.py -k "cuda" -x
 
 if wanted suite; then
-mkdir -p results && python3 benchmarks/cuda/digits32.py results/digits32.npz
-studies=${STUDIES:-collab_mnist,collab_cifar_standin,cuda_vgg11_digits}
-if [ "$device" = cpu ]; then  # the dry run: the VGG-11 study on the CPU, one round
-    sed 's/device: cuda/device: cpu/; s/rounds: 10/rounds: 1/' benchmarks/cuda/vgg11_digits.yaml >"$out/vgg.yaml"
-else
-    cp benchmarks/cuda/vgg11_digits.yaml "$out/vgg.yaml"
-fi
-step suite "${T_SUITE:-240}" python3 -m snakemake --cores "$cores" --keep-going \
-    --configfile config/config.yaml "$out/vgg.yaml" --config "select=$studies"
-python3 - "$out/runs.csv" <<'PY' 2>&1 | tee -a "$log"
+    mkdir -p results && python3 benchmarks/cuda/digits32.py results/digits32.npz
+    studies=${STUDIES:-collab_mnist,collab_cifar_standin,cuda_vgg11_digits}
+    if [ "$device" = cpu ]; then  # the dry run: the VGG-11 study on the CPU, one round
+        sed 's/device: cuda/device: cpu/; s/rounds: 10/rounds: 1/' benchmarks/cuda/vgg11_digits.yaml >"$out/vgg.yaml"
+    else
+        cp benchmarks/cuda/vgg11_digits.yaml "$out/vgg.yaml"
+    fi
+    step suite "${T_SUITE:-240}" python3 -m snakemake --cores "$cores" --keep-going \
+        --configfile config/config.yaml "$out/vgg.yaml" --config "select=$studies"
+    python3 - "$out/runs.csv" "$studies" <<'PY' 2>&1 | tee -a "$log"
 import glob, json, sys
 import pandas as pd
 rows = []
-for path in sorted(glob.glob("results/runs/*/*/seed=*/run.json")):
-    d = json.load(open(path))
-    rows.append({
-        "study": path.split("/")[2], "run": d["run"], "seed": d["seed"], "status": d["status"],
-        "device": d["device"], "device_name": d["device_name"], "wall_time_s": d["wall_time_s"],
-        "cuda_peak_mib": (d["cuda_peak_memory_bytes"] or 0) / 2**20,
-        "peak_rss_mib": (d["memory"].get("peak_rss_bytes") or 0) / 2**20,
-        "budget_mib": d["memory"]["budget_bytes"] / 2**20, "rows_per_call": d["memory"]["rows_per_call"],
-    })
+for study in sys.argv[2].split(","):
+    for path in sorted(glob.glob(f"results/runs/{study}/*/seed=*/run.json")):
+        d = json.load(open(path))
+        rows.append({
+            "study": study, "run": d["run"], "seed": d["seed"], "status": d["status"],
+            "device": d["device"], "device_name": d["device_name"], "wall_time_s": d["wall_time_s"],
+            "cuda_peak_mib": (d["cuda_peak_memory_bytes"] or 0) / 2**20,
+            "peak_rss_mib": (d["memory"].get("peak_rss_bytes") or 0) / 2**20,
+            "budget_mib": d["memory"]["budget_bytes"] / 2**20, "rows_per_call": d["memory"]["rows_per_call"],
+        })
 frame = pd.DataFrame(rows)
 frame.to_csv(sys.argv[1], index=False)
 if len(frame):
@@ -74,7 +75,8 @@ if len(frame):
         max_wall_s=("wall_time_s", "max"), max_cuda_peak_mib=("cuda_peak_mib", "max"),
         max_rss_mib=("peak_rss_mib", "max"), device=("device", "first")).to_string())
 PY
-tar czf "$out/results.tar.gz" results/tables results/figures 2>/dev/null
+    tar czf "$out/results.tar.gz" $(for s in ${studies//,/ }; do echo results/tables/$s results/figures/$s; done) \
+        2>/dev/null
 fi
 
 step all_for_one "${T_A41:-120}" python3 benchmarks/all_for_one.py --device "$device" \
