@@ -14,11 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hetfl.engine.memory import limit_rows
-from hetfl.testing import tiny_federation
 from tests.conftest import TINY_STUDY, train_study_run
-from tests.test_memory import FEDERATION_CASES, build
-from tests.test_memory import train as train_rounds
+from tests.test_memory import FEDERATION_CASES
+from tests.test_memory import _run as run_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -26,11 +24,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 def _run(case: str, device: str, rows: int | None = None):
     """Case ``case`` of ``tests/test_memory.py`` in float64 on ``device``: ``(evaluations, final state)``."""
     name, _, hp, sampling, make = FEDERATION_CASES[case]
-    fed = tiny_federation(make.model, split=make.split, dtype=torch.float64, device=device)
-    fed.cluster = torch.tensor([0, 1, 0, 1])
-    if rows is not None:
-        limit_rows(fed.model, rows)
-    return train_rounds(fed, build(fed, name, hp, sampling))
+    return run_case(name, hp, sampling, make, torch.float64, rows, device=device)
 
 
 def _assert_close(got, want):
@@ -41,11 +35,7 @@ def _assert_close(got, want):
             assert g[-1] == pytest.approx(w[-1], rel=1e-9, abs=1e-12, nan_ok=True), (g, w)
     assert state.keys() == state0.keys()
     for k in state0:
-        a, b = state[k], state0[k]
-        if isinstance(b, torch.Tensor):
-            torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-9, atol=1e-12, msg=k)
-        else:
-            assert a == b, k
+        torch.testing.assert_close(state[k].cpu(), state0[k].cpu(), rtol=1e-9, atol=1e-12, msg=k)
 
 
 @pytest.mark.parametrize("case", list(FEDERATION_CASES))

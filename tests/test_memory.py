@@ -44,9 +44,10 @@ ROUNDS = 3
 FEDERATION_CASES = {i: c for i, c in CASES.items() if c[1] == FEDERATION}
 
 
-def federation(make, dtype, model=None):
-    """The tiny federation of a checkpoint case (``make``: its builder), in ``dtype``, with two clusters."""
-    fed = tiny_federation(model or make.model, split=make.split, dtype=dtype)
+def federation(make, dtype, model=None, device="cpu"):
+    """The tiny federation of a checkpoint case (``make``: its builder), in ``dtype`` on ``device``, with two
+    clusters."""
+    fed = tiny_federation(model or make.model, split=make.split, dtype=dtype, device=device)
     fed.cluster = torch.tensor([0, 1, 0, 1])
     return fed
 
@@ -70,8 +71,8 @@ def train(fed, algorithm):
     return evaluations, algorithm.state_dict()
 
 
-def _run(name, hp, sampling, make, dtype, rows, model=None):
-    fed = federation(make, dtype, model)
+def _run(name, hp, sampling, make, dtype, rows, model=None, device="cpu"):
+    fed = federation(make, dtype, model, device)
     if rows is not None:
         limit_rows(fed.model, rows)
     return train(fed, build(fed, name, hp, sampling))
