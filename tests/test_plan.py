@@ -24,6 +24,7 @@ from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.plan import (
     EVAL_COST,
     Fit,
+    fits,
     job_work,
     load_config,
     load_measured,
@@ -67,24 +68,32 @@ MEASURED = {
 }
 
 
-def write_measured(root: Path, config: dict, noise: dict[tuple[str, int], float] | None = None) -> None:
+def write_measured(
+    root: Path,
+    config: dict,
+    noise: dict[tuple[str, int], float] | None = None,
+    device: dict[str, str] | None = None,
+    overhead: float = OVERHEAD,
+    rates: dict[str, float] = RATES,
+) -> None:
     """The benchmark tables and run records of every job of ``config``: training ``c · W`` seconds
-    (times ``noise[(run, seed)]``), the job ``s0`` more."""
+    (c: ``rates`` of its algorithm; times ``noise[(run, seed)]``), the job ``overhead`` more; with ``device``, the run records' ``device``
+    and ``device_name`` (else none: a record of before they were written)."""
     suite = build_suite(config)
     for name, study in suite.studies.items():
         for label in study.runs:
             spec = json.loads(study.run_json(label))
             for seed in study.seeds:
                 train = (
-                    RATES[spec["algorithm"]] * job_work(spec).total() * (noise or {}).get((label, seed), 1.0)
+                    rates[spec["algorithm"]] * job_work(spec).total() * (noise or {}).get((label, seed), 1.0)
                 )
                 run_dir = root / "runs" / name / label / f"seed={seed}"
                 run_dir.mkdir(parents=True)
-                record = {"status": "ok", "wall_time_s": train, "threads": 1, "spec": spec}
+                record = {"status": "ok", "wall_time_s": train, "threads": 1, "spec": spec, **(device or {})}
                 (run_dir / "run.json").write_text(json.dumps(record))
                 tsv = root / "benchmarks" / "train" / name / label / f"seed={seed}.tsv"
                 tsv.parent.mkdir(parents=True, exist_ok=True)
-                tsv.write_text(f"s\th:m:s\tmax_rss\n{train + OVERHEAD:.6f}\t0:00:01\t100.0\n")
+                tsv.write_text(f"s\th:m:s\tmax_rss\n{train + overhead:.6f}\t0:00:01\t100.0\n")
 
 
 @pytest.fixture
@@ -301,7 +310,8 @@ def test_planned_jobs_are_estimated_from_the_nearest_measured_analog(measured):
     table = study_table(plan(paper, fit)).set_index("study")
     assert table.loc["big", "jobs"] == 6 and table.loc["TOTAL", "jobs"] == 8
     assert table.loc["big", "basis"] == "measured 3/6, family 3/6" and table.loc["conv", "basis"] == "FLOPs"
-    assert math.isnan(table.loc["game", "core_hours"])
+    assert math.isnan(table.loc["game", "core_hours"]) and math.isnan(table.loc["game", "gpu_hours"])
+    assert (table["gpu_hours"].fillna(0) == 0).all()  # nothing measured on a GPU
     assert table.loc["big", "device"] == "auto" and table.loc["conv", "device"] == "cuda"
     per_device = table.loc["total"].set_index("device")
     assert per_device.loc["cuda", "jobs"] == 1 and per_device.loc["auto", "jobs"] == 7
@@ -389,3 +399,101 @@ def test_job_memory_is_checked_against_a_profile_or_a_node(tmp_path, measured, c
     assert "Every job fits the 100000 MB of --node-mem-mb" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="profile not found"):
         main([*common, "--profile", str(tmp_path / "nowhere")])
+
+
+GPU_SPEEDUP = 8.0  # the GPU-measured jobs train this many times faster than RATES
+GPU_OVERHEAD = 5.0  # and start slower (CUDA's initialization)
+
+
+def test_jobs_measured_on_a_gpu_estimate_the_gpu_jobs_in_gpu_hours(tmp_path, capsys):
+    write_measured(tmp_path, MEASURED, device={"device": "cpu", "device_name": "x86_64"})
+    on_gpu = {  # a GPU measured the FedAvg runs only (3 jobs), at a rate GPU_SPEEDUP faster
+        "studies": {
+            f"gpu_{name}": {
+                **MEASURED["studies"][name],
+                "device": "cuda",
+                "runs": {"fedavg": {"algorithm": "fedavg"}},
+            }
+            for name in ("small", "wide")
+        }
+    }
+    cuda = {"device": "cuda:0", "device_name": "NVIDIA Test"}
+    rates = {"fedavg": RATES["fedavg"] / GPU_SPEEDUP}
+    write_measured(tmp_path, on_gpu, device=cuda, overhead=GPU_OVERHEAD, rates=rates)
+    measured = load_measured(tmp_path / "benchmarks", tmp_path / "runs")
+    assert {m.device for m in measured if m.study.startswith("gpu_")} == {"cuda"}
+    assert {m.device for m in measured if not m.study.startswith("gpu_")} == {"cpu"}
+    cpu, gpu = fits(measured)
+    assert cpu.overhead == pytest.approx(OVERHEAD, abs=1e-5) and gpu.overhead == pytest.approx(
+        GPU_OVERHEAD, abs=1e-5
+    )
+    mlr = "mlr 1x8x8 (650 params)"
+    assert gpu.rates[("fedavg", "federation", mlr)] == pytest.approx(RATES["fedavg"] / GPU_SPEEDUP)
+    assert cpu.rates[("fedavg", "federation", mlr)] == pytest.approx(RATES["fedavg"])
+    assert ("pfedme", "federation", mlr) not in gpu.rates
+    assert fits([m for m in measured if m.device == "cpu"])[1] is None
+
+    def study(device, runs, clients=8):
+        return {
+            **DIGITS,
+            "partition": {"scheme": "iid", "clients": clients},
+            "model": {"name": "mlr"},
+            "device": device,
+            "rounds": 100,
+            "seeds": [0, 1],
+            "defaults": {"lr": 0.1, "batch_size": 8, "local_steps": 2},
+            "runs": runs,
+        }
+
+    fedavg, pfedme = {"algorithm": "fedavg"}, {"algorithm": "pfedme", "K": 3}
+    paper = {
+        "studies": {
+            "on_gpu": study("cuda", {"fedavg": fedavg, "pfedme": pfedme}),  # pFedMe: no GPU analog
+            "on_cpu": study("cpu", {"fedavg": fedavg}),
+            "either": study("auto", {"fedavg": fedavg}),
+        }
+    }
+    jobs = plan(paper, cpu, gpu).set_index(["study", "run", "seed"])
+    work = job_work(spec_of(paper, "on_gpu", "fedavg"))
+    row = jobs.loc[("on_gpu", "fedavg", 0)]
+    assert (row["hardware"], row["basis"]) == ("gpu", "measured")
+    assert row["seconds"] == pytest.approx(GPU_OVERHEAD + RATES["fedavg"] / GPU_SPEEDUP * work.total())
+    row = jobs.loc[("on_gpu", "pfedme", 0)]  # a device: cuda job no GPU-measured job is an analog of
+    assert (row["hardware"], row["basis"]) == ("cpu", "measured")
+    for name in ("on_cpu", "either"):  # cpu, and auto with a CPU-measured analog: the CPU's figure
+        row = jobs.loc[(name, "fedavg", 0)]
+        assert (row["hardware"], row["basis"]) == ("cpu", "measured")
+        assert row["seconds"] == pytest.approx(OVERHEAD + RATES["fedavg"] * work.total())
+    only_gpu = plan(paper, Fit.from_measured([]), gpu).set_index(["study", "run", "seed"])
+    assert only_gpu.loc[("either", "fedavg", 0), "hardware"] == "gpu"  # auto: the GPU when the CPU has none
+    assert only_gpu.loc[("on_cpu", "fedavg", 0), "basis"] == "none"  # cpu: never from the GPU's fit
+
+    flat = plan(paper, cpu, gpu)
+    table = study_table(flat).set_index("study")
+    seconds = flat[flat["study"] == "on_gpu"].groupby("run")["seconds"].sum()
+    gpu_seconds = seconds["fedavg"]
+    assert table.loc["on_gpu", "gpu_hours"] == pytest.approx(gpu_seconds / 3600)
+    assert table.loc["on_gpu", "core_hours"] == pytest.approx(seconds["pfedme"] / 3600)
+    assert table.loc["on_cpu", "gpu_hours"] == 0 and table.loc["TOTAL", "gpu_hours"] == pytest.approx(
+        gpu_seconds / 3600
+    )
+
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(paper))
+    main(["--configfile", str(tmp_path / "paper.yaml"), "--benchmarks", str(tmp_path / "benchmarks"),
+          "--runs", str(tmp_path / "runs")])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "Fitted on 6 measured training jobs of 3 studies" in printed
+    assert "GPU fit on 3 training jobs of 2 studies measured on a GPU (NVIDIA Test)" in printed
+    assert "GPU-hours on NVIDIA Test" in printed and "gpu_hours" in printed
+    assert "2 device: cuda jobs had no GPU-measured analog" in printed
+    assert "GPU-hours are not estimated" not in printed
+
+    # a suite measured on a GPU node alone: no CPU fit to report
+    for record in (tmp_path / "runs").glob("[!g]*/*/seed=*/run.json"):
+        record.unlink()
+    main(["--configfile", str(tmp_path / "paper.yaml"), "--benchmarks", str(tmp_path / "benchmarks"),
+          "--runs", str(tmp_path / "runs")])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "Fitted on" not in printed and "GPU fit on 3 training jobs" in printed
+    assert "4 jobs (fedavg, pfedme) have no measured job" in printed  # device: cpu FedAvg and pFedMe
+    assert "0 device: cuda jobs had no GPU-measured analog" in printed  # pFedMe's: not estimated at all

@@ -8,7 +8,8 @@
 # 2. the default suite's CNN studies (collab_mnist, collab_cifar_standin; `device: auto` takes the GPU) and
 #    one VGG-11 study (benchmarks/cuda/vgg11_digits.yaml) through Snakemake, CORES jobs at a time (default
 #    8); OUT/runs.csv gets each of their runs' device, wall seconds and CUDA peak memory from its run.json,
-#    OUT/results.tar.gz their tables and figures;
+#    OUT/results.tar.gz their tables, figures, run records and benchmark tables, and OUT/plan.txt the GPU-hours
+#    that `python -m hetfl.plan` estimates from them for the paper-scale GPU studies (config/paper.yaml);
 # 3. benchmarks/all_for_one.py --device cuda (the batched All-for-one against its per-pair loop);
 # 4. benchmarks/scaling.py --device cuda: FedAvg CNN (batched and sequential aggregation) and VGG-11 against C,
 #    unchunked and within a budget; then FedAvg and pFedMe (all clients train) on MLR at C = 1,000 and 10,000;
@@ -75,8 +76,14 @@ if len(frame):
         max_wall_s=("wall_time_s", "max"), max_cuda_peak_mib=("cuda_peak_mib", "max"),
         max_rss_mib=("peak_rss_mib", "max"), device=("device", "first")).to_string())
 PY
-    tar czf "$out/results.tar.gz" $(for s in ${studies//,/ }; do echo results/tables/$s results/figures/$s; done) \
-        2>/dev/null
+    tar czf "$out/results.tar.gz" $(for s in ${studies//,/ }; do
+        echo results/tables/$s results/figures/$s results/benchmarks/train/$s; done) \
+        $(for s in ${studies//,/ }; do ls results/runs/$s/*/seed=*/run.json; done 2>/dev/null) 2>/dev/null
+    gpu_studies=$(python3 -c 'import yaml; print(",".join(name for name, s in yaml.safe_load(
+        open("config/paper.yaml"))["studies"].items() if s.get("device") == "cuda"))')
+    echo "=== plan: python3 -m hetfl.plan ... --select $gpu_studies" | tee -a "$log"
+    timeout 120 python3 -m hetfl.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
+        --select "$gpu_studies" --csv "$out/plan.csv" 2>&1 | tee "$out/plan.txt" >>"$log"
 fi
 
 step all_for_one "${T_A41:-120}" python3 benchmarks/all_for_one.py --device "$device" \

@@ -42,10 +42,18 @@ process, the dataset, and the clients' stacked state, or the run's ``memory_budg
 caps every training job) or ``--node-mem-mb``, the jobs asking for more are listed before anything is
 submitted.
 
-Core-hours are ``seconds · threads / 3600`` with one thread per job, on the CPU that ran the default
-suite. GPU-hours are not estimated: the measurements are CPU-only (the default suite's ``benchmark:`` files
-come from CPU runs; README, "On a GPU", has what one H200 measured). The table
-says which studies' jobs ask for a GPU (``device: cuda``); their CPU figure is a comparison only.
+**CPU and GPU.** Each run record says where its job trained (``device``: ``cpu`` or ``cuda``, and
+``device_name``). The jobs measured on a GPU are fitted apart from those measured on a CPU (their own s0
+and rates, by the same rules), and a planned job is estimated from the fit of the hardware it will run
+on: a ``device: cuda`` job from the GPU-measured jobs (its figure: wall seconds holding one GPU), else, when
+none is an analog, from the CPU-measured ones; a ``device: cpu`` job from the CPU-measured ones; a
+``device: auto`` job (a GPU where its node has one) from the CPU-measured ones, else the GPU-measured ones.
+The ``hardware`` column says which (``cpu`` or ``gpu``). Core-hours are ``seconds · threads / 3600`` of the
+CPU-estimated jobs, one thread per job, on the CPU that ran the measured suite; GPU-hours are
+``seconds / 3600`` of the GPU-estimated jobs, one GPU each, on the GPU that ran them. Without any job
+measured on a GPU (the default suite run on a laptop) GPU-hours are not estimated and a ``device: cuda``
+job's CPU figure is a comparison only (README, "On a GPU", has what one H200 measured); measure some on a
+GPU node (e.g. the default suite there: its runs take ``device: auto``) and plan from those records.
 """
 
 from __future__ import annotations
@@ -242,6 +250,8 @@ class Measured:
         seconds: the benchmark's ``s`` (wall seconds of the whole job).
         train_seconds: the run's ``wall_time_s`` (building the federation, training, evaluating).
         key: :func:`run_key` of its spec.
+        device: where it trained, ``cpu`` or ``cuda`` (the run record's ``device`` without its index);
+            device_name: the record's ``device_name`` (the GPU's name on ``cuda``).
     """
 
     study: str
@@ -253,6 +263,8 @@ class Measured:
     seconds: float
     train_seconds: float
     key: str = ""
+    device: str = "cpu"
+    device_name: str = ""
 
     @property
     def rate(self) -> float:
@@ -263,7 +275,8 @@ class Measured:
 def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
     """Every training job with a benchmark table ``<benchmarks>/train/<study>/<run>/seed=<s>.tsv`` and
     a run record ``<runs>/<study>/<run>/seed=<s>/run.json`` (status ``ok``, not resumed from a
-    checkpoint, so that both times cover one whole run)."""
+    checkpoint, so that both times cover one whole run), with the device it trained on (a record
+    without one: ``cpu``)."""
     out = []
     for tsv in sorted(Path(benchmarks).glob("train/*/*/seed=*.tsv")):
         study, run, seed = tsv.parent.parent.name, tsv.parent.name, int(tsv.stem.split("=", 1)[1])
@@ -286,9 +299,24 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
                 seconds=float(table["s"].iloc[-1]),
                 train_seconds=float(info["wall_time_s"]),
                 key=run_key(spec),
+                device=str(info.get("device") or "cpu").split(":", 1)[0],
+                device_name=str(info.get("device_name") or ""),
             )
         )
     return out
+
+
+GPU = "cuda"
+"""The measured device whose jobs make the GPU fit (:func:`fits`)."""
+
+
+def fits(measured: Iterable[Measured]) -> tuple[Fit, Fit | None]:
+    """``(cpu, gpu)``: the fit of the jobs measured on a CPU, and that of the jobs measured on a GPU
+    (None when there are none), each by :meth:`Fit.from_measured`."""
+    measured = list(measured)
+    on_gpu = [m for m in measured if m.device == GPU]
+    cpu = Fit.from_measured([m for m in measured if m.device != GPU])
+    return cpu, (Fit.from_measured(on_gpu) if on_gpu else None)
 
 
 @dataclass
@@ -411,10 +439,28 @@ def load_config(paths: Iterable[Path | str]) -> dict:
     return config
 
 
-def plan(config: dict, fit: Fit) -> pd.DataFrame:
+def estimate_on(
+    device: str, fit: Fit, gpu_fit: Fit | None, algorithm: str, env: str, work: Work, key: str
+) -> tuple[Estimate, str]:
+    """``(estimate, hardware)`` of a job whose run says ``device`` (``cpu``, ``cuda`` or ``auto``), from the
+    CPU-measured ``fit`` or the GPU-measured ``gpu_fit`` (module docstring, "CPU and GPU"); hardware ``cpu``
+    or ``gpu``: which fit the seconds come from."""
+    order = {"cuda": ("gpu", "cpu"), "cpu": ("cpu",)}.get(device, ("cpu", "gpu"))
+    by = {"cpu": fit, "gpu": gpu_fit}
+    tried = [
+        (by[hardware].estimate(algorithm, env, work, key), hardware)
+        for hardware in order
+        if by[hardware] is not None
+    ]
+    return next((pair for pair in tried if pair[0].basis != "none"), tried[0])  # none: the first tried
+
+
+def plan(config: dict, fit: Fit, gpu_fit: Fit | None = None) -> pd.DataFrame:
     """One row per training job of the config's selected studies: study, run, seed, algorithm, model,
-    device (the run's ``device`` setting), flops (forward FLOPs per sample), work (W, in work units), seconds (estimated wall seconds on one
-    core), basis and reference (:class:`Estimate`)."""
+    device (the run's ``device`` setting), flops (forward FLOPs per sample), work (W, in work units), seconds
+    (estimated wall seconds on one core, or holding one GPU), hardware (``cpu``: from the CPU-measured
+    ``fit``, or ``gpu``: from the GPU-measured ``gpu_fit``, :func:`estimate_on`), basis and reference
+    (:class:`Estimate`)."""
     suite = build_suite(config)
     rows = []
     for name in suite.selected:
@@ -422,7 +468,9 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
         for label in [*study.runs, *study.points]:
             spec = json.loads(study.run_json(label))
             work, env = job_work(spec), environment(spec)
-            estimate = fit.estimate(spec["algorithm"], env, work, run_key(spec))
+            estimate, hardware = estimate_on(
+                spec["device"], fit, gpu_fit, spec["algorithm"], env, work, run_key(spec)
+            )
             for seed in study.seeds_of(label):
                 rows.append(
                     {
@@ -436,6 +484,7 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
                         "flops": work.flops,
                         "work": work.total(),
                         "seconds": estimate.seconds,
+                        "hardware": hardware,
                         "basis": estimate.basis,
                         "reference": estimate.reference,
                     }
@@ -444,12 +493,14 @@ def plan(config: dict, fit: Fit) -> pd.DataFrame:
 
 
 def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
-    """Per study and a total: jobs, estimated core-hours (``seconds · threads / 3600``, nan when no
-    job of the study could be estimated), the longest job in hours, the devices its runs ask for, and
+    """Per study and a total: jobs, estimated core-hours (``seconds · threads / 3600`` of its jobs
+    estimated on a CPU, nan when no job of the study could be estimated), GPU-hours (``seconds / 3600`` of
+    those estimated on a GPU, one GPU a job), the longest job in hours, the devices its runs ask for, and
     the basis: ``measured`` or how many jobs were extrapolated (``FLOPs``, ``family``) or left out
     (``none``). Then a ``total`` row per device setting (when there are several) and the ``TOTAL``."""
     rows = []
     for study, g in jobs.groupby("study", sort=False):
+        gpu = g["hardware"] == "gpu"
         counts = g["basis"].value_counts()
         basis = ", ".join(
             f"{b}" if counts.get(b) == len(g) else f"{b} {counts[b]}/{len(g)}"
@@ -461,7 +512,8 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
             {
                 "study": study,
                 "jobs": len(g),
-                "core_hours": g["seconds"].sum() * threads / 3600 if estimated else math.nan,
+                "core_hours": g["seconds"][~gpu].sum() * threads / 3600 if estimated else math.nan,
+                "gpu_hours": g["seconds"][gpu].sum() / 3600 if estimated else math.nan,
                 "longest_job_h": g["seconds"].max() / 3600,
                 "max_mem_mb": int(g["mem_mb"].max()),
                 "device": ",".join(sorted(set(g["device"]))),
@@ -475,6 +527,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
             "study": name,
             "jobs": int(part["jobs"].sum()),
             "core_hours": part["core_hours"].sum(),
+            "gpu_hours": part["gpu_hours"].sum(),
             "longest_job_h": part["longest_job_h"].max(),
             "max_mem_mb": int(part["max_mem_mb"].max()),
             "device": device,
@@ -525,40 +578,56 @@ def memory_report(jobs: pd.DataFrame, cap_mb: int | None, where: str, out) -> No
 def report(
     config: dict, measured: list[Measured], out=None, cap_mb: int | None = None, where: str = ""
 ) -> pd.DataFrame:
-    """Print the fit, the per-study estimate of ``config``'s training jobs and their memory (against
+    """Print the fits, the per-study estimate of ``config``'s training jobs and their memory (against
     ``cap_mb``, named ``where``, when given) to ``out`` (default stdout); return the job table (:func:`plan`)."""
     out = out or sys.stdout
-    fit = Fit.from_measured(measured)
-    jobs = plan(config, fit)
-    print(
-        f"Fitted on {len(measured)} measured training jobs of {len({m.study for m in measured})} studies "
-        f"(CPU: {_cpu()}, one thread per job); fixed cost per job s0 = {fit.overhead:.2f} s.",
-        file=out,
-    )
+    fit, gpu_fit = fits(measured)
+    jobs = plan(config, fit, gpu_fit)
+    on_cpu = [m for m in measured if m.device != GPU]
+    on_gpu = [m for m in measured if m.device == GPU]
+    gpus = ", ".join(sorted({m.device_name or "unnamed" for m in on_gpu}))
+    if on_cpu or gpu_fit is None:
+        print(
+            f"Fitted on {len(on_cpu)} measured training jobs of {len({m.study for m in on_cpu})} studies "
+            f"(CPU: {_cpu()}, one thread per job); fixed cost per job s0 = {fit.overhead:.2f} s.",
+            file=out,
+        )
+    if gpu_fit is not None:
+        print(
+            f"GPU fit on {len(on_gpu)} training jobs of {len({m.study for m in on_gpu})} studies measured on a "
+            f"GPU ({gpus}); fixed cost per job s0 = {gpu_fit.overhead:.2f} s.",
+            file=out,
+        )
     rates = pd.DataFrame(
         [
-            {"algorithm": a, "environment": e, "model": m, "jobs": fit.counts[a, e, m], "s_per_unit": r}
-            for (a, e, m), r in fit.rates.items()
+            {"hardware": h, "algorithm": a, "environment": e, "model": m, "jobs": f.counts[a, e, m], "s_per_unit": r}
+            for h, f in (("cpu", fit), ("gpu", gpu_fit)) if f is not None
+            for (a, e, m), r in f.rates.items()
         ]
-    )
+    )  # fmt: skip
     if not rates.empty:
         print("\nRates c (median wall seconds per work unit):", file=out)
-        rates = rates.sort_values(["environment", "algorithm", "model"])
+        rates = rates.sort_values(["hardware", "environment", "algorithm", "model"])
         print(rates.to_string(index=False, float_format="%.3g"), file=out)
-    print(f"\nEstimated cost of {len(jobs)} training jobs (core-hours on this CPU):", file=out)
-    print(study_table(jobs).to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
+    hours = "core-hours on this CPU" + (f"; GPU-hours on {gpus}" if gpu_fit is not None else "")
+    print(f"\nEstimated cost of {len(jobs)} training jobs ({hours}):", file=out)
+    table = study_table(jobs)
+    if gpu_fit is None:
+        table = table.drop(columns="gpu_hours")
+    print(table.to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
     scaled = jobs[jobs["basis"].isin(["FLOPs", "family"])]
     if len(scaled):
         print(
             "\nNo measured analog (extrapolated by forward FLOPs per sample from the nearest measured model):",
             file=out,
         )
-        for (study, algorithm, model, basis, reference), g in scaled.groupby(
-            ["study", "algorithm", "model", "basis", "reference"], sort=False
+        for (study, algorithm, model, hardware, basis, reference), g in scaled.groupby(
+            ["study", "algorithm", "model", "hardware", "basis", "reference"], sort=False
         ):
-            ratio = g["flops"].iloc[0] / fit.sizes[reference.split(" on ", 1)[1]][0]
+            sizes = (gpu_fit if hardware == "gpu" else fit).sizes
+            ratio = g["flops"].iloc[0] / sizes[reference.split(" on ", 1)[1]][0]
             print(
-                f"  {study}: {algorithm} on {model} ({len(g)} jobs) <- {reference} "
+                f"  {study}: {algorithm} on {model} ({len(g)} jobs) <- {reference}{' (GPU)' if hardware == 'gpu' else ''} "
                 f"[{basis}; {ratio:.3g}x its FLOPs per sample]",
                 file=out,
             )
@@ -571,12 +640,27 @@ def report(
             "environment yet: not estimated (n/a), left out of the total.",
             file=out,
         )
+    cuda_on_cpu = int(
+        ((jobs["device"] == "cuda") & (jobs["hardware"] == "cpu") & jobs["seconds"].notna()).sum()
+    )
+    if gpu_fit is None:
+        print(
+            "\nGPU-hours are not estimated (the jobs measured ran on a CPU). These are CPU core-hours (one thread per job) "
+            "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
+            "figure is only a comparison, and device: auto uses a GPU where the node has one. Measure some "
+            "jobs on a GPU node and plan from their records for GPU-hours.",
+            file=out,
+        )
+    else:
+        print(
+            "\nGPU-hours: the jobs with device: cuda (and device: auto ones with no CPU-measured analog) are "
+            f"estimated from the jobs measured on a GPU, one GPU each; {cuda_on_cpu} device: cuda jobs had no "
+            "GPU-measured analog and keep a CPU figure (a comparison only).",
+            file=out,
+        )
     print(
-        "\nGPU-hours are not estimated (the jobs measured ran on a CPU). These are CPU core-hours (one thread per job) "
-        "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
-        "figure is only a comparison, and device: auto uses a GPU where the node has one. Extrapolating "
-        "by FLOPs to a larger model overestimates: a small model's time includes per-step overhead that "
-        "a larger one amortizes.",
+        "Extrapolating by FLOPs to a larger model overestimates: a small model's time includes per-step "
+        "overhead that a larger one amortizes (on a GPU, most of it).",
         file=out,
     )
     return jobs
