@@ -145,6 +145,12 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             "allowed: epoch, replacement, sequential",
         ),
         ({"runs": {"a/b": {"algorithm": "fedavg"}}}, "studies.s.runs.a/b", "only letters"),
+        # a study-level setting: named where it is set, not under the first run that takes it
+        ({"sampling": "shuffle"}, "studies.s.sampling", "allowed: epoch, replacement, sequential"),
+        ({"eval_every": 0}, "studies.s.eval_every", "positive integer"),
+        ({"device": "tpu"}, "studies.s.device", "allowed: auto, cpu, cuda"),
+        ({"dtype": "float16"}, "studies.s.dtype", "allowed: float32, float64"),
+        ({"memory_budget": float("nan")}, "studies.s.memory_budget", "finite number of MiB"),
         ({"defaults": {"lamda": 1}}, "studies.s.defaults.lamda", "no run of this study uses"),
         ({"grid": {"fedsim": {"lr": [1]}}}, "studies.s.grid.fedsim", "allowed: fedavg, local, pfedme"),
         ({"figures": ["test_acc_personnal"]}, "studies.s.figures[0]", "test_acc_personal"),

@@ -376,6 +376,7 @@ def resolve_study(name: str, study: dict) -> Study:
         )
 
     base = {name: study.get(name, default) for name, default in RUN_SETTINGS.items()}
+    _settings(base, key)  # a bad study-level setting is named where it is set, not under its first run
     if "problem" in study:
         env = _problem_environment(study, key)
     else:
