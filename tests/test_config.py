@@ -294,3 +294,29 @@ def test_a_defaults_key_some_runs_do_not_take_is_reported():
         "studies.s.defaults.clients_per_round: not used by run(s) local (algorithm(s) local take no such "
         "hyper-parameter)"
     ]
+
+
+@pytest.mark.parametrize(
+    "path", ["benchmarks/thousands_of_clients.yaml", "benchmarks/cuda/vgg11_digits.yaml"]
+)
+def test_the_benchmark_study_configs_validate_over_the_default_suite(path, tmp_path, monkeypatch):
+    """The study files the README's scale and GPU checks run (``--configfile config/config.yaml <file>``)."""
+    import importlib.util
+    import pathlib
+
+    import yaml
+
+    from hetfl.plan import load_config
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)  # the VGG-11 study reads results/digits32.npz, written by its script
+    (tmp_path / "results").mkdir()
+    spec = importlib.util.spec_from_file_location("digits32", root / "benchmarks/cuda/digits32.py")
+    digits32 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digits32)
+    digits32.main("results/digits32.npz")
+    config = load_config([root / "config/config.yaml", root / path])
+    config["select"] = list(yaml.safe_load((root / path).read_text())["studies"])
+    suite = build_suite(config)
+    for name in config["select"]:
+        assert suite.studies[name].runs and not suite.studies[name].claims  # scale checks: no claims
