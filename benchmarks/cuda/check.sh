@@ -66,7 +66,8 @@ for study in sys.argv[2].split(","):
             "device": d["device"], "device_name": d["device_name"], "wall_time_s": d["wall_time_s"],
             "cuda_peak_mib": (d["cuda_peak_memory_bytes"] or 0) / 2**20,
             "peak_rss_mib": (d["memory"].get("peak_rss_bytes") or 0) / 2**20,
-            "budget_mib": d["memory"]["budget_bytes"] / 2**20, "rows_per_call": d["memory"]["rows_per_call"],
+            "budget_mib": (d["memory"].get("budget_bytes") or 0) / 2**20,  # none on a generated problem
+            "rows_per_call": d["memory"].get("rows_per_call"),
         })
 frame = pd.DataFrame(rows)
 frame.to_csv(sys.argv[1], index=False)
