@@ -575,6 +575,33 @@ def memory_report(jobs: pd.DataFrame, cap_mb: int | None, where: str, out) -> No
         print(f"  {study}/{run}: {int(g['mem_mb'].max())} MB ({len(g)} seeds); set memory_budget", file=out)
 
 
+def _hardware_note(jobs: pd.DataFrame, gpu_measured: bool, out) -> None:
+    """Print what the hours are measured on (module docstring, "CPU and GPU") and the FLOPs caveat."""
+    cuda_on_cpu = int(
+        ((jobs["device"] == "cuda") & (jobs["hardware"] == "cpu") & jobs["seconds"].notna()).sum()
+    )
+    if not gpu_measured:
+        print(
+            "\nGPU-hours are not estimated (the jobs measured ran on a CPU). These are CPU core-hours (one thread per job) "
+            "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
+            "figure is only a comparison, and device: auto uses a GPU where the node has one. Measure some "
+            "jobs on a GPU node and plan from their records for GPU-hours.",
+            file=out,
+        )
+    else:
+        print(
+            "\nGPU-hours: the jobs with device: cuda (and device: auto ones with no CPU-measured analog) are "
+            f"estimated from the jobs measured on a GPU, one GPU each; {cuda_on_cpu} device: cuda jobs had no "
+            "GPU-measured analog and keep a CPU figure (a comparison only).",
+            file=out,
+        )
+    print(
+        "Extrapolating by FLOPs to a larger model overestimates: a small model's time includes per-step "
+        "overhead that a larger one amortizes (on a GPU, most of it).",
+        file=out,
+    )
+
+
 def report(
     config: dict, measured: list[Measured], out=None, cap_mb: int | None = None, where: str = ""
 ) -> pd.DataFrame:
@@ -640,29 +667,7 @@ def report(
             "environment yet: not estimated (n/a), left out of the total.",
             file=out,
         )
-    cuda_on_cpu = int(
-        ((jobs["device"] == "cuda") & (jobs["hardware"] == "cpu") & jobs["seconds"].notna()).sum()
-    )
-    if gpu_fit is None:
-        print(
-            "\nGPU-hours are not estimated (the jobs measured ran on a CPU). These are CPU core-hours (one thread per job) "
-            "on the machine that ran the default suite; jobs with device: cuda ask for a GPU, so their CPU "
-            "figure is only a comparison, and device: auto uses a GPU where the node has one. Measure some "
-            "jobs on a GPU node and plan from their records for GPU-hours.",
-            file=out,
-        )
-    else:
-        print(
-            "\nGPU-hours: the jobs with device: cuda (and device: auto ones with no CPU-measured analog) are "
-            f"estimated from the jobs measured on a GPU, one GPU each; {cuda_on_cpu} device: cuda jobs had no "
-            "GPU-measured analog and keep a CPU figure (a comparison only).",
-            file=out,
-        )
-    print(
-        "Extrapolating by FLOPs to a larger model overestimates: a small model's time includes per-step "
-        "overhead that a larger one amortizes (on a GPU, most of it).",
-        file=out,
-    )
+    _hardware_note(jobs, gpu_fit is not None, out)
     return jobs
 
 
