@@ -76,9 +76,9 @@ def write_measured(
     overhead: float = OVERHEAD,
     rates: dict[str, float] = RATES,
 ) -> None:
-    """The benchmark tables and run records of every job of ``config``: training ``c · W`` seconds
-    (c: ``rates`` of its algorithm; times ``noise[(run, seed)]``), the job ``overhead`` more; with ``device``, the run records' ``device``
-    and ``device_name`` (else none: a record of before they were written)."""
+    """The benchmark tables and run records of every job of ``config``: training ``c · W`` seconds (c:
+    ``rates`` of its algorithm; times ``noise[(run, seed)]``), the job ``overhead`` more; with ``device``,
+    the run records' ``device`` and ``device_name`` (else none: a record of before they were written)."""
     suite = build_suite(config)
     for name, study in suite.studies.items():
         for label in study.runs:
@@ -433,10 +433,10 @@ def test_jobs_measured_on_a_gpu_estimate_the_gpu_jobs_in_gpu_hours(tmp_path, cap
     assert ("pfedme", "federation", mlr) not in gpu.rates
     assert fits([m for m in measured if m.device == "cpu"])[1] is None
 
-    def study(device, runs, clients=8):
+    def study(device, runs):
         return {
             **DIGITS,
-            "partition": {"scheme": "iid", "clients": clients},
+            "partition": {"scheme": "iid", "clients": 8},
             "model": {"name": "mlr"},
             "device": device,
             "rounds": 100,
@@ -495,5 +495,6 @@ def test_jobs_measured_on_a_gpu_estimate_the_gpu_jobs_in_gpu_hours(tmp_path, cap
           "--runs", str(tmp_path / "runs")])  # fmt: skip
     printed = capsys.readouterr().out
     assert "Fitted on" not in printed and "GPU fit on 3 training jobs" in printed
-    assert "4 jobs (fedavg, pfedme) have no measured job" in printed  # device: cpu FedAvg and pFedMe
+    # on_cpu's FedAvg (device: cpu, never from the GPU's fit) and on_gpu's pFedMe (no analog on either)
+    assert "4 jobs (fedavg, pfedme) have no measured job" in printed
     assert "0 device: cuda jobs had no GPU-measured analog" in printed  # pFedMe's: not estimated at all
