@@ -13,7 +13,6 @@ A dataset plug-in of ``hetfl.data.registry`` (``NAME``, ``_options``, ``info``, 
 
 from __future__ import annotations
 
-import logging
 import os
 import tarfile
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.download import sha256_file
+from hetfl.data.download import retrieve, sha256_file
 from hetfl.data.source import ImageSource
 from hetfl.errors import DataUnavailableError
 
@@ -97,12 +96,7 @@ def fetch(raw_dir: str | os.PathLike, url: str = URL, sha256: str = SHA256) -> P
         return path
     problem = f"the file there has SHA-256 {sha256_file(path)}" if path.is_file() else "missing"
     try:
-        import pooch
-
-        logging.getLogger("pooch").setLevel(logging.WARNING)
-        pooch.retrieve(
-            url=url, known_hash=f"sha256:{sha256}", fname=FILENAME, path=raw_dir, progressbar=False
-        )
+        retrieve(url, sha256, FILENAME, raw_dir)
     except Exception as err:  # offline, HTTP error, hash mismatch
         raise DataUnavailableError(
             f"dataset 'cifar10' is not available ({problem}; {url}: {type(err).__name__}: {err}). "

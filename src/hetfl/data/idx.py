@@ -42,13 +42,12 @@ def _read_bytes(path: Path) -> bytes:
     return raw
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read an IDX file into a numpy array in native byte order.
-
-    The file may be gzip-compressed (detected by its first two bytes, not by its name).
+def parse_idx(buf: bytes, where: str = "IDX data") -> np.ndarray:
+    """Parse the bytes of an uncompressed IDX file into a numpy array in native byte order.
 
     Args:
-        path: the ``.idx`` / ``-ubyte`` file, plain or ``.gz``.
+        buf: the whole file's bytes (header then data).
+        where: what the bytes are (a path or a source), for error messages.
 
     Returns:
         array of the stored shape ``[d_1, ..., d_k]`` and dtype (uint8, int8, int16, int32, float32,
@@ -58,35 +57,60 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         IDXFormatError: bad magic number, unknown dtype code, a header or payload shorter than the
             header announces, or bytes after the payload.
     """
-    path = Path(path)
-    buf = _read_bytes(path)
     if len(buf) < 4:
-        raise IDXFormatError(f"{path}: truncated header ({len(buf)} bytes, need at least 4)")
+        raise IDXFormatError(f"{where}: truncated header ({len(buf)} bytes, need at least 4)")
     zero, code, ndim = struct.unpack(">HBB", buf[:4])
     if zero != 0:
-        raise IDXFormatError(f"{path}: bad magic number 0x{buf[:4].hex()} (must start with two zero bytes)")
+        raise IDXFormatError(f"{where}: bad magic number 0x{buf[:4].hex()} (must start with two zero bytes)")
     if code not in IDX_DTYPES:
         known = ", ".join(f"0x{c:02X}" for c in IDX_DTYPES)
-        raise IDXFormatError(f"{path}: unknown IDX dtype code 0x{code:02X}; known: {known}")
+        raise IDXFormatError(f"{where}: unknown IDX dtype code 0x{code:02X}; known: {known}")
     header = 4 + 4 * ndim
     if len(buf) < header:
         raise IDXFormatError(
-            f"{path}: truncated header: {ndim} dimensions need {header} bytes, got {len(buf)}"
+            f"{where}: truncated header: {ndim} dimensions need {header} bytes, got {len(buf)}"
         )
     shape = struct.unpack(f">{ndim}I", buf[4:header])
     dtype = IDX_DTYPES[code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     got = len(buf) - header
     if got < expected:
-        raise IDXFormatError(f"{path}: truncated data: shape {shape} needs {expected} bytes, got {got}")
+        raise IDXFormatError(f"{where}: truncated data: shape {shape} needs {expected} bytes, got {got}")
     if got > expected:
-        raise IDXFormatError(f"{path}: {got - expected} unexpected bytes after the data of shape {shape}")
+        raise IDXFormatError(f"{where}: {got - expected} unexpected bytes after the data of shape {shape}")
     data = np.frombuffer(buf, dtype=dtype, count=expected // dtype.itemsize, offset=header)
     return data.reshape(shape).astype(dtype.newbyteorder("="))
 
 
-def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Write ``array`` as an IDX file; gzip-compressed when ``path`` ends in ``.gz``.
+def read_idx_bytes(path: str | os.PathLike) -> bytes:
+    """The uncompressed IDX bytes of a file, plain or gzip-compressed (detected by its first two bytes).
+
+    Raises:
+        IDXFormatError: a corrupt or truncated gzip stream.
+        OSError: the file cannot be read.
+    """
+    return _read_bytes(Path(path))
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read an IDX file into a numpy array in native byte order.
+
+    The file may be gzip-compressed (detected by its first two bytes, not by its name).
+
+    Args:
+        path: the ``.idx`` / ``-ubyte`` file, plain or ``.gz``.
+
+    Returns:
+        see :func:`parse_idx`.
+
+    Raises:
+        IDXFormatError: see :func:`parse_idx`; also a corrupt gzip stream.
+    """
+    return parse_idx(read_idx_bytes(path), str(path))
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    """The uncompressed IDX bytes (header, then the big-endian data in C order) of ``array``.
 
     Raises:
         ValueError: a dtype IDX cannot hold, or more than 255 dimensions.
@@ -99,7 +123,16 @@ def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
     if array.ndim > 255:
         raise ValueError("IDX stores at most 255 dimensions")
     header = struct.pack(">HBB", 0, codes[native], array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    payload = header + np.ascontiguousarray(array, dtype=IDX_DTYPES[codes[native]]).tobytes()
+    return header + np.ascontiguousarray(array, dtype=IDX_DTYPES[codes[native]]).tobytes()
+
+
+def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Write ``array`` as an IDX file (:func:`idx_bytes`); gzip-compressed when ``path`` ends in ``.gz``.
+
+    Raises:
+        ValueError: a dtype IDX cannot hold, or more than 255 dimensions.
+    """
+    payload = idx_bytes(array)
     path = Path(path)
     if path.suffix == ".gz":
         payload = gzip.compress(payload, mtime=0)

