@@ -164,12 +164,29 @@ def test_heatmap_figures_are_validated():
 
 def test_the_shipped_study_files_resolve():
     for name, studies in (
-        ("config", {"collab_fig1", "collab_synth_d2", "collab_synth_d10", "collab_mnist"}),
+        ("config", {"collab_fig1", "collab_synth_d2", "collab_synth_d10", "collab_mnist", "collab_heart"}),
         ("paper", {"collab_mnist_paper", "collab_cifar10_paper"}),
     ):
         suite = build_suite(yaml.safe_load((ROOT / f"config/{name}.yaml").read_text()))
         assert set(suite.studies) >= studies
         assert all(suite.studies[s].seeds == [127, 496, 1729] for s in studies)
+
+
+def test_the_heart_study_runs_on_the_real_data_with_table_s1():
+    """Figure 3(c), Table 2: FLamby's Heart Disease with its own split, Table S1's setting (b = 1, lr 0.05,
+    StepLR(5, 0.1), b_alpha = 16, weights once an epoch of I = floor(486 / 4) iterations), 25 epochs."""
+    study = build_suite(yaml.safe_load((ROOT / "config/config.yaml").read_text())).studies["collab_heart"]
+    assert study.dataset["name"] == "fed_heart_disease" and study.partition == {
+        "scheme": "natural",
+        "clients": 4,
+    }
+    assert study.rounds == 25 and study.seeds == [127, 496, 1729]
+    assert set(study.runs) == {"a41_bin", "a41_cont", "local", "fedavg", "ditto", "cobo", "wga_bc", "apfl"}
+    for spec in study.runs.values():
+        hp = spec.hyperparameters
+        assert (hp["lr"], hp["batch_size"], hp["local_steps"]) == (0.05, 1, (199 + 172 + 30 + 85) // 4)
+        assert (hp["lr_schedule"], hp["lr_step_size"], hp["lr_gamma"]) == ("step", 5, 0.1)
+    assert all(study.runs[r].hyperparameters["b_alpha"] == 16 for r in ("a41_bin", "a41_cont", "cobo"))
 
 
 # --- training jobs ----------------------------------------------------------------------------------------
