@@ -5,7 +5,8 @@ with a ``ConfigError`` naming the dotted key and the allowed values, on: an unkn
 dataset, partition scheme, model, problem, algorithm, hyper-parameter, metric or run in a
 figure/claim; a value of the wrong type or out of range; an impossible partition (more clients than
 samples, a Dirichlet split that cannot give every client its minimum); more sampled clients than
-clients; an algorithm that does not run on the study's environment.
+clients; an algorithm that does not run on the study's environment; an option that another setting
+makes inert (``hetfl.requires``: ``server_momentum`` without a server optimizer that uses it).
 
 A study trains on client data (``dataset`` + ``partition`` + ``model``: its environment is a
 federation) or on a generated problem (``problem``, see ``hetfl.problems``).
@@ -38,6 +39,7 @@ from hetfl.metrics import metric_names, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
+from hetfl.requires import inert_options
 from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
@@ -300,6 +302,7 @@ def resolve_run(
     with _blame(key, inherited, defaults_key):
         hp = cls.Hyperparameters.from_dict(merged, key)
         settings = _settings(settings, key)
+    _refuse_inert(hp.as_dict(), set(merged), {k for k in run if k != "algorithm"}, key, defaults_key)
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
@@ -333,6 +336,33 @@ def _evaluated_metrics(
     settings["eval_models"] = [m for m in models if m in chosen]
     dropped = set(metric_names(tuple(m for m in models if m not in chosen)))
     return [m for m in names if m not in dropped]
+
+
+def _refuse_inert(
+    values: dict[str, Any], given: set[str], own: set[str], key: str, defaults_key: str | None
+) -> None:
+    """Refuse an option the run sets that another of its settings makes inert (``hetfl.requires``).
+
+    An option the run takes from ``defaults`` while the run itself sets the enabling option otherwise is
+    not an error (the run opted out of a shared value; :func:`_check_defaults` notes it).
+
+    Args:
+        values: the run's resolved hyper-parameters; given: the names set in the run or in ``defaults``;
+            own: the names set in the run's own entry.
+
+    Raises:
+        ConfigError: naming the inert option where it is set (``{key}.<option>`` or
+            ``{defaults_key}.<option>``), with the enabling option's key and value in the message.
+    """
+    for item in inert_options(values, sorted(given)):
+        enabling = item.requires.option
+        if item.option not in own and enabling in own:
+            continue
+        where = key if item.option in own or defaults_key is None else defaults_key
+        enabling_where = defaults_key if enabling in given - own and defaults_key else key
+        raise ConfigError(
+            f"{where}.{item.option}", item.message(f"{enabling_where}.{enabling}", enabling not in given)
+        )
 
 
 @contextlib.contextmanager
@@ -633,7 +663,8 @@ def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key:
 
 
 def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[str]:
-    """A ``defaults`` key no run uses is an error (a typo); one that some runs' algorithms do not take is
+    """A ``defaults`` key no run uses is an error (a typo); one that some runs' algorithms do not take, or
+    that has no effect in a run that sets the option it depends on otherwise (``hetfl.requires``), is
     reported: the notes returned name the key and those runs.
 
     Raises:
@@ -648,6 +679,16 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[
             raise ConfigError(f"{key}.{k}", "no run of this study uses this key", allowed=known)
         if k in RUN_SETTINGS or k == "model":
             continue
+        opted_out = [
+            (label, item)
+            for label, spec in runs.items()
+            for item in inert_options(spec.hyperparameters, [k] if k in spec.hyperparameters else [])
+        ]
+        if opted_out:
+            notes.append(
+                f"{key}.{k}: no effect in run(s) "
+                + ", ".join(f"{label} ({item.requires.option}: {item.value})" for label, item in opted_out)
+            )
         skipped = [label for label, spec in runs.items() if k not in spec.hyperparameters]
         if skipped:
             algorithms = sorted({runs[label].algorithm for label in skipped})
