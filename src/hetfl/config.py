@@ -6,7 +6,9 @@ dataset, partition scheme, model, problem, algorithm, hyper-parameter, metric or
 figure/claim; a value of the wrong type or out of range; an impossible partition (more clients than
 samples, a Dirichlet split that cannot give every client its minimum); more sampled clients than
 clients; an algorithm that does not run on the study's environment; an option that another setting
-makes inert (``hetfl.requires``: ``server_momentum`` without a server optimizer that uses it).
+makes inert (``hetfl.requires``: ``server_momentum`` without a server optimizer that uses it); a user's
+data file whose content the ``data`` job would refuse, or a natural split of it with a client lacking
+train or test samples (``hetfl.data.verify``: the file, and the sample or user at fault, named).
 
 A study trains on client data (``dataset`` + ``partition`` + ``model``: its environment is a
 federation) or on a generated problem (``problem``, see ``hetfl.problems``).
@@ -23,14 +25,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from hetfl.algorithms import algorithm_module, get_algorithm
 from hetfl.claims import claim_terms, normalize_claims
-from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
+from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
+from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
@@ -378,8 +382,12 @@ def _blame(key: str, inherited: set[str], defaults_key: str | None):
         raise
 
 
-def resolve_study(name: str, study: dict) -> Study:
+def resolve_study(name: str, study: dict, data_checks: str | os.PathLike | None = None) -> Study:
     """Validate and resolve one study (see the module docstring).
+
+    Args:
+        data_checks: the folder where the verdicts of the checks of a user's data files are cached
+            (``hetfl.data.verify``), or None: check them every time.
 
     Raises:
         ConfigError: naming the offending key.
@@ -410,7 +418,7 @@ def resolve_study(name: str, study: dict) -> Study:
     if "problem" in study:
         env = _problem_environment(study, key)
     else:
-        env = _data_environment(study, seeds, key)
+        env = _data_environment(study, seeds, key, data_checks)
         base["model"] = normalize_model_spec(_require_mapping(study["model"], f"{key}.model"), f"{key}.model")
     environment = env["problem"]["name"] if env["problem"] else FEDERATION
     defaults = _require_mapping(study.get("defaults", {}), f"{key}.defaults")
@@ -440,7 +448,7 @@ def resolve_study(name: str, study: dict) -> Study:
             for point, values in tuning[label].points.items():
                 points[point] = resolve({**own, **values}, f"{where}.grid", tuning[label].seeds)
                 points[point].label = point
-    notes = _check_defaults(defaults, runs, f"{key}.defaults")
+    notes = env.get("notes", []) + _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         own_model = spec.settings.get("model") != base.get("model")  # a run's own model, or the study's
         _check_run(
@@ -544,13 +552,17 @@ def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
     return tuning
 
 
-def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]:
-    """Dataset, partition and their ids for a study on client data."""
+def _data_environment(
+    study: dict, seeds: list[int], key: str, data_checks: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """Dataset, partition and their ids for a study on client data; a user's data files are checked whole
+    (``hetfl.data.verify``: verdicts cached under ``data_checks``), and what they tell is in ``notes``."""
     for k in DATA_KEYS:
         if k not in study:
             raise ConfigError(f"{key}.{k}", "missing required study key (or declare a 'problem')")
     dataset = normalize_dataset_spec(_require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
-    info = dataset_info(dataset)
+    data = check_dataset(dataset, f"{key}.dataset", data_checks)
+    info = data.info
     partition = normalize_partition_spec(
         _require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
     )
@@ -558,6 +570,7 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
     check_partition(
         partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
     )
+    check_natural_split(data, partition, dataset, f"{key}.dataset", f"{key}.partition")
     return {
         "dataset": dataset,
         "dataset_id": dataset_id(dataset),
@@ -568,6 +581,9 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
         "num_clients": int(partition["clients"]),
         "info": info,
         "task": info.task,
+        "data": data,
+        "dataset_key": f"{key}.dataset",
+        "notes": [f"{key}.dataset: {note}" for note in data.notes],
     }
 
 
@@ -592,6 +608,7 @@ def _set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int
     partition = normalize_partition_spec(merged, key, env["info"])
     fixed = partition.get("seed")
     check_partition(partition, env["info"], sorted({s if fixed is None else fixed for s in seeds}), key)
+    check_natural_split(env["data"], partition, env["dataset"], env["dataset_key"], key)
     spec.partition = partition
     spec.partition_id = partition_id({k: v for k, v in partition.items() if k != "seed"})
     spec.num_clients = int(partition["clients"])
@@ -743,11 +760,14 @@ def _check_init_from(runs: dict[str, RunSpec], key: str) -> None:
             source = runs[source].settings["init_from"]
 
 
-def build_suite(config: dict) -> Suite:
+def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> Suite:
     """Resolve every study of ``config`` and the selection.
 
     Args:
         config: the Snakemake config: ``studies`` (name -> study) and optional ``select`` (list of names).
+        data_checks: the folder where the verdicts of the checks of a user's data files are cached, keyed by
+            the files' SHA-256 (``hetfl.data.verify``; the workflow: ``.snakemake/hetfl/data_checks``), or
+            None: check them every time.
 
     Raises:
         ConfigError: naming the offending key.
@@ -758,7 +778,7 @@ def build_suite(config: dict) -> Suite:
     for k in config:
         if k not in TOP_LEVEL_KEYS:
             raise ConfigError(k, "unknown top-level key", allowed=TOP_LEVEL_KEYS)
-    studies = {name: resolve_study(name, study) for name, study in studies_cfg.items()}
+    studies = {name: resolve_study(name, study, data_checks) for name, study in studies_cfg.items()}
     select = config.get("select") or list(studies)
     if isinstance(select, str):
         select = [s for s in select.split(",") if s]
