@@ -78,4 +78,4 @@ def test_a_bad_file_stops_the_workflow_before_any_job_and_costs_no_rerun(repo, s
 
 def test_with_the_good_files_back_nothing_is_planned(repo):
     assert "Nothing to be done" in snakemake(repo, "-n").stdout
-    assert len(list((repo / ".snakemake/hetfl/data_checks").glob("*.json"))) == 2  # the good files' verdicts
+    assert list((repo / ".snakemake/hetfl/data_checks").glob("*.json"))  # verdicts kept by the files' SHA-256
