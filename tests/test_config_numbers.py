@@ -1,5 +1,6 @@
 """Every numeric option of every algorithm, problem, dataset, partition and model rejects NaN and ±inf
-with its key named, before any job; and the other config fixes of numbers, figures and defaults."""
+with its key named, before any job; every option that another setting makes inert is refused, naming
+both keys; and the other config fixes of numbers, figures and defaults."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import math
 import typing
 
 import pytest
+import yaml
 
 from hetfl.algorithms import registry as algorithm_registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS
-from hetfl.config import build_suite
+from hetfl.config import RUN_SETTINGS, build_suite, resolve_run
 from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
 from hetfl.data.partition import _common_options
 from hetfl.data.partitioners import SCHEME_MODULES
@@ -22,7 +24,9 @@ from hetfl.models import model_names, normalize_model_spec
 from hetfl.models import registry as model_registry
 from hetfl.problems import normalize_problem_spec
 from hetfl.problems import registry as problem_registry
+from hetfl.requires import REQUIRES, requirements
 from tests.test_config import config, error
+from tests.workflow_repo import REPO
 
 BAD = [math.nan, math.inf, -math.inf]
 
@@ -197,3 +201,106 @@ def test_text_that_is_not_a_decimal_number_is_still_an_error(text):
     cfg = config()
     cfg["studies"]["s"]["defaults"]["lr"] = text
     assert error(cfg).key == "studies.s.defaults.lr"
+
+
+# --- options another setting makes inert (hetfl.requires) ----------------------------------------------------
+
+INERT_OPTIONS = sorted(
+    (name, env, option)
+    for name, impls in algorithm_registry().items()
+    for env, cls in impls.items()
+    for option in requirements(cls.Hyperparameters.names())
+)
+ENABLING_EXTRA = {("lr_schedule", "step"): {"lr_step_size": 1}}  # what the enabling setting itself needs
+
+
+def _resolve(name: str, env: str, run: dict, split: str = "output"):
+    """Resolve run ``r`` of algorithm ``name`` on ``env`` (a DNN with the personal split it asks for)."""
+    base = {**RUN_SETTINGS, "model": {"name": "dnn", "split": split}}
+    try:
+        return resolve_run("s", "r", {"algorithm": name, **run}, {}, base, "studies.s.runs.r", env)
+    except ConfigError as err:
+        if err.key != "studies.s.runs.r.model.split" or split != "output":
+            raise
+        return _resolve(name, env, run, err.allowed[0])
+
+
+def _inert_case(name: str, env: str, option: str) -> tuple[object, object, object]:
+    """(a value of ``option``, a value of its enabling option that makes it inert, one that does not)."""
+    cls = algorithm_registry()[name][env].Hyperparameters
+    req = REQUIRES[option]
+    default = next(f.default for f in dataclasses.fields(cls) if f.name == option)
+    off = next(v for v in typing.get_args(typing.get_type_hints(cls)[req.option]) if v not in req.values)
+    return (1 if default is None else default), off, req.values[0]
+
+
+def test_the_inert_walk_covers_the_options_the_issue_names():
+    covered = {(name, option) for name, _, option in INERT_OPTIONS}
+    named = ("server_momentum", "server_eps", "server_beta2", "lr_gamma", "lr_min", "local_steps_min")
+    assert {("fedavg", o) for o in named} <= covered
+    assert {("ffgg", "lr_gamma"), ("perfedavg", "hf_delta"), ("scaffold", "server_momentum")} <= covered
+    assert len(INERT_OPTIONS) > 50
+
+
+@pytest.mark.parametrize("name,env,option", INERT_OPTIONS)
+def test_every_option_another_setting_makes_inert_is_refused_naming_both_keys(name, env, option):
+    value, off, on = _inert_case(name, env, option)
+    enabling = REQUIRES[option].option
+    with pytest.raises(ConfigError) as err:
+        _resolve(name, env, {option: value, enabling: off})
+    assert err.value.key == f"studies.s.runs.r.{option}" and enabling in err.value.message
+    extra = ENABLING_EXTRA.get((enabling, on), {})
+    spec = _resolve(name, env, {option: value, enabling: on, **extra})  # taken with its enabling setting
+    assert spec.hyperparameters[option] == value
+
+
+@pytest.mark.parametrize(
+    "run,key,enabling_key",
+    [
+        ({"server_momentum": 0.9}, "server_momentum", "studies.s.runs.fedavg.server_optimizer"),
+        ({"server_optimizer": "avgm", "server_eps": 0.01}, "server_eps", "studies.s.runs.fedavg.server_optimizer"),
+        ({"server_optimizer": "adagrad", "server_beta2": 0.9}, "server_beta2", "studies.s.runs.fedavg.server_optimizer"),
+        ({"lr_gamma": 0.5}, "lr_gamma", "studies.s.runs.fedavg.lr_schedule"),
+        ({"lr_schedule": "step", "lr_step_size": 2, "lr_min": 0.001}, "lr_min", "studies.s.runs.fedavg.lr_schedule"),
+        ({"local_steps_min": 1}, "local_steps_min", "studies.s.runs.fedavg.local_steps_per_client"),
+    ],
+)  # fmt: skip
+def test_an_inert_option_in_a_study_names_both_keys(run, key, enabling_key):
+    cfg = config()
+    cfg["studies"]["s"]["runs"]["fedavg"].update(run)
+    err = error(cfg)
+    assert err.key == f"studies.s.runs.fedavg.{key}" and enabling_key in err.message
+    assert "(its default)" in err.message or enabling_key.rsplit(".", 1)[1] in run
+
+
+def test_an_inert_option_from_defaults_is_refused_there_unless_the_run_opts_out():
+    cfg = config()
+    cfg["studies"]["s"]["defaults"]["server_momentum"] = 0.5
+    err = error(cfg)
+    assert err.key == "studies.s.defaults.server_momentum"
+    assert "studies.s.runs.fedavg.server_optimizer is 'sgd' (its default)" in err.message
+    cfg["studies"]["s"]["defaults"]["server_optimizer"] = "avgm"  # shared; one run switches it off itself
+    cfg["studies"]["s"]["runs"]["plain"] = {"algorithm": "fedavg", "server_optimizer": "sgd"}
+    study = build_suite(cfg).studies["s"]
+    assert study.runs["fedavg"].hyperparameters["server_momentum"] == 0.5
+    assert any("server_momentum: no effect in run(s) plain (server_optimizer: sgd)" in n for n in study.notes)
+    cfg["studies"]["s"]["defaults"]["server_optimizer"] = "sgd"
+    err = error(cfg)
+    assert (
+        err.key == "studies.s.defaults.server_momentum"
+        and "studies.s.defaults.server_optimizer" in err.message
+    )
+
+
+def test_the_default_suites_set_no_inert_option():
+    for path in ("config/config.yaml", "config/paper.yaml"):
+        build_suite(yaml.safe_load((REPO / path).read_text()))
+
+
+def test_a_bad_study_memory_budget_gets_the_allowed_values_not_the_schemas_words():
+    from snakemake.utils import validate
+
+    cfg = {**config(), "studies": {"s": {**config()["studies"]["s"], "memory_budget": 0}}}
+    validate(cfg, schema=str(REPO / "workflow/schemas/config.schema.yaml"))  # the schema leaves it to hetfl
+    err = error(cfg)
+    assert err.key == "studies.s.memory_budget" and "'auto' or a finite number of MiB > 0" in err.message

@@ -106,7 +106,7 @@ def test_npz_bad_options_name_the_key(tmp_path, extra, key, message):
 @pytest.mark.parametrize(
     "arrays,message",
     [
-        ({"x": np.zeros((4, 2)), "y": np.array([0, 1, -1, 0])}, "non-negative integer"),
+        ({"x": np.zeros((4, 2)), "y": np.array([0, 1, -1, 0])}, "sample 2: the label -1 is negative"),
         ({"x": np.zeros((4, 2)), "y": np.zeros(5, int)}, "rows"),
         ({"x": np.zeros((4, 2)), "y": np.zeros(4, int), "cluster": np.zeros(4, int)}, "cluster needs client"),
         (
@@ -169,7 +169,8 @@ def test_leaf_users_must_match(tmp_path):
     files["test"].write_text(json.dumps(blob))
     with pytest.raises(ConfigError) as err:
         dataset_info({"name": "leaf", "train": str(files["train"]), "test": str(files["test"])}, "d")
-    assert err.value.key == "d.test" and "train and test files only" in str(err.value)
+    assert err.value.key == "d.test" and "user 'u1' of the train file" in str(err.value)
+    assert str(files["test"]) in str(err.value)
 
 
 def test_validation_is_held_out_of_training_deterministically(tmp_path):
@@ -209,3 +210,231 @@ def test_validation_metrics_are_declared_and_a_tiny_client_is_an_error(tmp_path)
     with pytest.raises(ConfigError) as err:
         make_partition({"scheme": "iid", "clients": 24, "val_fraction": 0.5}, ds, 0, "studies.s.partition")
     assert err.value.key == "studies.s.partition.val_fraction"
+
+
+# --- bad files: every refusal names the study's key, the file and the element, before any job ---------------
+
+
+def write_split_npz(path, **extra):
+    """:func:`write_npz` with its own train/test division (every 4th sample of a client is a test sample)."""
+    arrays = write_npz(path, split=np.tile([0, 0, 0, 1], 12), **extra)
+    return arrays
+
+
+def _npz_case(change):
+    def write(path):
+        arrays = dict(np.load(path))
+        change(arrays)
+        np.savez(path, **arrays)
+
+    return write
+
+
+def _set(arrays, name, index, value):
+    arrays[name] = arrays[name].astype(type(value)) if isinstance(value, float) else arrays[name]
+    arrays[name][index] = value
+
+
+BAD_NPZ = {  # case -> (make the file bad, the option at fault, what the message says of the element)
+    "nan_x": (_npz_case(lambda a: _set(a, "x", (5, 1), np.nan)), "path", "sample 5: x holds nan at feature 1"),
+    "inf_x": (_npz_case(lambda a: _set(a, "x", (7, 0), np.inf)), "path", "sample 7: x holds inf at feature 0"),
+    "negative_label": (_npz_case(lambda a: _set(a, "y", 3, -1)), "path", "sample 3: the label -1 is negative"),
+    "fractional_label": (
+        _npz_case(lambda a: _set(a, "y", 3, 1.5)), "path", "sample 3: the label 1.5 is not a whole number",
+    ),
+    "client_length": (
+        _npz_case(lambda a: a.update(client=a["client"][:-1])), "path", "client has shape (47,)",
+    ),
+    "missing_y": (_npz_case(lambda a: a.pop("y")), "path", "the array(s) y are missing"),
+    "client_without_train": (
+        _npz_case(lambda a: a["split"].__setitem__(a["client"] == 30, 1)),
+        "path",
+        "client 30 (client 2 of the natural split) has 0 train and 12 test samples",
+    ),
+}  # fmt: skip
+
+
+def _leaf_case(role, change):
+    def write(folder):
+        path = folder / f"{role}.json"
+        blob = json.loads(path.read_text())
+        text = change(blob)
+        path.write_text(text if isinstance(text, str) else json.dumps(blob))
+
+    return write
+
+
+def _empty_user(blob):
+    blob["user_data"]["u0"] = {"x": [], "y": []}
+    blob["num_samples"][blob["users"].index("u0")] = 0
+
+
+def _stranger(blob):
+    blob["users"][blob["users"].index("u1")] = "stranger"
+    blob["user_data"]["stranger"] = blob["user_data"].pop("u1")
+
+
+BAD_LEAF = {
+    "num_samples": (
+        _leaf_case("train", lambda b: b["num_samples"].__setitem__(0, 7)),
+        "train",
+        "user 'u2': 'num_samples' says 7, its 'user_data' has 6 samples",
+    ),
+    "user_in_one_file": (_leaf_case("test", _stranger), "test", "user 'u1' of the train file"),
+    "truncated_json": (
+        _leaf_case("train", lambda b: json.dumps(b)[:300]), "train", "not valid JSON (a truncated",
+    ),
+    "user_without_samples": (
+        _leaf_case("train", _empty_user), "train", "user 'u0' (client 1 of the natural split) has 0 train",
+    ),
+    "fractional_label": (
+        _leaf_case("test", lambda b: b["user_data"]["u1"]["y"].__setitem__(2, 0.5)),
+        "test",
+        "user 'u1', sample 2: the label 0.5 is not a whole number",
+    ),
+}  # fmt: skip
+
+
+def two_studies(bad: dict, good: dict, partition: dict | None = None) -> dict:
+    """A config of two studies on your own files: ``mine`` on ``bad``, ``other`` on ``good``."""
+
+    def study(dataset):
+        return {
+            "dataset": dataset,
+            "partition": partition or {"scheme": "natural"},
+            "model": {"name": "mlr"},
+            "rounds": 1,
+            "seeds": [0],
+            "runs": {"fedavg": {"algorithm": "fedavg"}},
+        }
+
+    return {"studies": {"other": study(good), "mine": study(bad)}}
+
+
+@pytest.mark.parametrize("case", list(BAD_NPZ))
+def test_a_bad_npz_is_refused_naming_the_study_the_file_and_the_sample(tmp_path, case):
+    write_split_npz(tmp_path / "good.npz")
+    write_split_npz(tmp_path / "mine.npz")
+    change, option, element = BAD_NPZ[case]
+    build_suite(
+        two_studies(
+            {"name": "npz", "path": str(tmp_path / "mine.npz")},
+            {"name": "npz", "path": str(tmp_path / "good.npz")},
+        )
+    )
+    change(tmp_path / "mine.npz")
+    with pytest.raises(ConfigError) as err:
+        build_suite(
+            two_studies(
+                {"name": "npz", "path": str(tmp_path / "mine.npz")},
+                {"name": "npz", "path": str(tmp_path / "good.npz")},
+            )
+        )
+    assert err.value.key == f"studies.mine.dataset.{option}"
+    assert str(tmp_path / "mine.npz") in err.value.message and element in err.value.message
+
+
+@pytest.mark.parametrize("case", list(BAD_LEAF))
+def test_a_bad_leaf_pair_is_refused_naming_the_study_the_file_and_the_user(tmp_path, case):
+    (tmp_path / "good").mkdir()
+    (tmp_path / "mine").mkdir()
+    good, mine = write_leaf(tmp_path / "good"), write_leaf(tmp_path / "mine")
+    spec = {"name": "leaf", "train": str(mine["train"]), "test": str(mine["test"])}
+    other = {"name": "leaf", "train": str(good["train"]), "test": str(good["test"])}
+    build_suite(two_studies(spec, other))
+    change, option, element = BAD_LEAF[case]
+    change(tmp_path / "mine")
+    with pytest.raises(ConfigError) as err:
+        build_suite(two_studies(spec, other))
+    assert err.value.key == f"studies.mine.dataset.{option}"
+    assert spec[option] in err.value.message and element in err.value.message
+
+
+def test_min_user_samples_drops_small_users_and_says_how_many(tmp_path):
+    (tmp_path / "leaf").mkdir()
+    files = write_leaf(tmp_path / "leaf")
+    _empty_user(json_blob := json.loads(files["train"].read_text()))
+    files["train"].write_text(json.dumps(json_blob))
+    spec = {"name": "leaf", "train": str(files["train"]), "test": str(files["test"]), "min_user_samples": 1}
+    study = build_suite(two_studies(spec, spec)).studies["mine"]
+    assert study.num_clients == 2
+    assert any(
+        "dropped 1 of 3 users with fewer than 1 train or test samples: user 'u0'" in n for n in study.notes
+    )
+    ds = load_dataset(spec, tmp_path)  # the data job drops them too
+    assert (len(ds), int(ds.users.max()) + 1) == (18, 2)
+    part = make_partition({"scheme": "natural"}, ds, 0)
+    assert [len(t) for t in part.train] == [6, 6] and [len(t) for t in part.test] == [3, 3]
+    with pytest.raises(ConfigError) as err:
+        build_suite(two_studies({**spec, "min_user_samples": 7}, spec))
+    assert err.value.key == "studies.mine.dataset.min_user_samples" and "every one of the 3 users" in str(
+        err.value
+    )
+    np.savez(tmp_path / "flat.npz", x=np.zeros((4, 2)), y=np.zeros(4, int))
+    with pytest.raises(ConfigError) as err:  # no natural users: the option has no effect
+        dataset_info({"name": "npz", "path": str(tmp_path / "flat.npz"), "min_user_samples": 2}, "d")
+    assert err.value.key == "d.min_user_samples" and "no natural users" in str(err.value)
+
+
+def test_npz_without_a_split_drops_users_with_few_samples_in_all(tmp_path):
+    arrays = write_npz(tmp_path / "mine.npz")
+    keep = ~((arrays["client"] == 20) & (np.arange(48) % 12 >= 2))  # client 20 keeps 2 of its 12 samples
+    np.savez(tmp_path / "mine.npz", **{k: v[keep] for k, v in arrays.items()})
+    spec = {"name": "npz", "path": str(tmp_path / "mine.npz"), "min_user_samples": 3}
+    info = dataset_info(spec)
+    assert (
+        info.num_users == 3
+        and info.user_counts.tolist() == [12, 12, 12]
+        and info.user_clusters.tolist() == [0, 0, 1]
+    )
+    ds = load_dataset(spec, tmp_path)
+    np.testing.assert_array_equal(ds.x, arrays["x"][keep][np.repeat(arrays["client"][keep] != 20, 1)])
+
+
+def test_task_auto_says_what_it_inferred_and_refuses_float_class_labels(tmp_path):
+    write_split_npz(tmp_path / "mine.npz")
+    write_split_npz(tmp_path / "good.npz")
+    spec, good = ({"name": "npz", "path": str(tmp_path / f"{name}.npz")} for name in ("mine", "good"))
+    notes = build_suite(two_studies(spec, good)).studies["mine"].notes
+    assert "studies.mine.dataset: task auto: classification, since y holds integers (int64)" in notes[0]
+    arrays = dict(np.load(tmp_path / "mine.npz"))
+    np.savez(
+        tmp_path / "mine.npz", **{**arrays, "y": arrays["y"].astype(np.float32)}
+    )  # whole numbers as floats
+    with pytest.raises(ConfigError) as err:
+        build_suite(two_studies(spec, good))
+    assert err.value.key == "studies.mine.dataset.path" and "task: classification" in err.value.message
+    assert build_suite(two_studies({**spec, "task": "classification"}, good)).studies["mine"].notes == []
+    np.savez(tmp_path / "mine.npz", **{**arrays, "y": np.linspace(0, 1, 48)})  # numeric targets
+    study = build_suite(two_studies(spec, good, {"scheme": "iid", "clients": 2})).studies["mine"]
+    assert "task auto: regression, since y holds float64 numbers with fractions" in study.notes[0]
+    with pytest.raises(ConfigError) as err:
+        build_suite(two_studies({**spec, "num_classes": 3}, good))
+    assert err.value.key == "studies.mine.dataset.num_classes" and "regression" in err.value.message
+
+
+def test_a_cached_verdict_skips_the_content_check_but_never_hides_a_changed_file(tmp_path, monkeypatch):
+    from hetfl.data import verify
+    from hetfl.data.npz import NpzFile
+
+    write_split_npz(tmp_path / "mine.npz")
+    spec = {"name": "npz", "path": str(tmp_path / "mine.npz")}
+    cache = tmp_path / "checks"
+    first = build_suite(two_studies(spec, spec), data_checks=cache).studies["mine"]
+    assert len(list(cache.glob("*.json"))) == 1
+    verify._MEMO.clear()
+
+    def refuse(*args):
+        raise AssertionError("the file was read again")
+
+    monkeypatch.setattr(NpzFile, "load", classmethod(refuse))
+    monkeypatch.setattr(NpzFile, "info", classmethod(refuse))
+    again = build_suite(two_studies(spec, spec), data_checks=cache).studies["mine"]  # from the cache
+    assert again.notes == first.notes and again.num_clients == first.num_clients == 4
+    assert again.run_json("fedavg") == first.run_json("fedavg")
+    monkeypatch.undo()
+    BAD_NPZ["nan_x"][0](tmp_path / "mine.npz")  # same size, other bytes
+    with pytest.raises(ConfigError) as err:
+        build_suite(two_studies(spec, spec), data_checks=cache)
+    assert "sample 5" in str(err.value)
+    assert len(list(cache.glob("*.json"))) == 1  # a failure is not cached

@@ -5,7 +5,10 @@ with a ``ConfigError`` naming the dotted key and the allowed values, on: an unkn
 dataset, partition scheme, model, problem, algorithm, hyper-parameter, metric or run in a
 figure/claim; a value of the wrong type or out of range; an impossible partition (more clients than
 samples, a Dirichlet split that cannot give every client its minimum); more sampled clients than
-clients; an algorithm that does not run on the study's environment.
+clients; an algorithm that does not run on the study's environment; an option that another setting
+makes inert (``hetfl.requires``: ``server_momentum`` without a server optimizer that uses it); a user's
+data file whose content the ``data`` job would refuse, or a natural split of it with a client lacking
+train or test samples (``hetfl.data.verify``: the file, and the sample or user at fault, named).
 
 A study trains on client data (``dataset`` + ``partition`` + ``model``: its environment is a
 federation) or on a generated problem (``problem``, see ``hetfl.problems``).
@@ -22,14 +25,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from hetfl.algorithms import algorithm_module, get_algorithm
 from hetfl.claims import claim_terms, normalize_claims
-from hetfl.data import dataset_id, dataset_info, normalize_dataset_spec
+from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
+from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
@@ -38,6 +43,7 @@ from hetfl.metrics import metric_names, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
+from hetfl.requires import inert_options
 from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
@@ -300,6 +306,7 @@ def resolve_run(
     with _blame(key, inherited, defaults_key):
         hp = cls.Hyperparameters.from_dict(merged, key)
         settings = _settings(settings, key)
+    _refuse_inert(hp.as_dict(), set(merged), {k for k in run if k != "algorithm"}, key, defaults_key)
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
@@ -335,6 +342,33 @@ def _evaluated_metrics(
     return [m for m in names if m not in dropped]
 
 
+def _refuse_inert(
+    values: dict[str, Any], given: set[str], own: set[str], key: str, defaults_key: str | None
+) -> None:
+    """Refuse an option the run sets that another of its settings makes inert (``hetfl.requires``).
+
+    An option the run takes from ``defaults`` while the run itself sets the enabling option otherwise is
+    not an error (the run opted out of a shared value; :func:`_check_defaults` notes it).
+
+    Args:
+        values: the run's resolved hyper-parameters; given: the names set in the run or in ``defaults``;
+            own: the names set in the run's own entry.
+
+    Raises:
+        ConfigError: naming the inert option where it is set (``{key}.<option>`` or
+            ``{defaults_key}.<option>``), with the enabling option's key and value in the message.
+    """
+    for item in inert_options(values, sorted(given)):
+        enabling = item.requires.option
+        if item.option not in own and enabling in own:
+            continue
+        where = key if item.option in own or defaults_key is None else defaults_key
+        enabling_where = defaults_key if enabling in given - own and defaults_key else key
+        raise ConfigError(
+            f"{where}.{item.option}", item.message(f"{enabling_where}.{enabling}", enabling not in given)
+        )
+
+
 @contextlib.contextmanager
 def _blame(key: str, inherited: set[str], defaults_key: str | None):
     """Re-raise a ``ConfigError`` about ``{key}.<name>`` under ``{defaults_key}.<name>`` when the run
@@ -348,8 +382,12 @@ def _blame(key: str, inherited: set[str], defaults_key: str | None):
         raise
 
 
-def resolve_study(name: str, study: dict) -> Study:
+def resolve_study(name: str, study: dict, data_checks: str | os.PathLike | None = None) -> Study:
     """Validate and resolve one study (see the module docstring).
+
+    Args:
+        data_checks: the folder where the verdicts of the checks of a user's data files are cached
+            (``hetfl.data.verify``), or None: check them every time.
 
     Raises:
         ConfigError: naming the offending key.
@@ -380,7 +418,7 @@ def resolve_study(name: str, study: dict) -> Study:
     if "problem" in study:
         env = _problem_environment(study, key)
     else:
-        env = _data_environment(study, seeds, key)
+        env = _data_environment(study, seeds, key, data_checks)
         base["model"] = normalize_model_spec(_require_mapping(study["model"], f"{key}.model"), f"{key}.model")
     environment = env["problem"]["name"] if env["problem"] else FEDERATION
     defaults = _require_mapping(study.get("defaults", {}), f"{key}.defaults")
@@ -410,7 +448,7 @@ def resolve_study(name: str, study: dict) -> Study:
             for point, values in tuning[label].points.items():
                 points[point] = resolve({**own, **values}, f"{where}.grid", tuning[label].seeds)
                 points[point].label = point
-    notes = _check_defaults(defaults, runs, f"{key}.defaults")
+    notes = env.get("notes", []) + _check_defaults(defaults, runs, f"{key}.defaults")
     for label, spec in runs.items():
         own_model = spec.settings.get("model") != base.get("model")  # a run's own model, or the study's
         _check_run(
@@ -514,13 +552,17 @@ def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
     return tuning
 
 
-def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]:
-    """Dataset, partition and their ids for a study on client data."""
+def _data_environment(
+    study: dict, seeds: list[int], key: str, data_checks: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """Dataset, partition and their ids for a study on client data; a user's data files are checked whole
+    (``hetfl.data.verify``: verdicts cached under ``data_checks``), and what they tell is in ``notes``."""
     for k in DATA_KEYS:
         if k not in study:
             raise ConfigError(f"{key}.{k}", "missing required study key (or declare a 'problem')")
     dataset = normalize_dataset_spec(_require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
-    info = dataset_info(dataset)
+    data = check_dataset(dataset, f"{key}.dataset", data_checks)
+    info = data.info
     partition = normalize_partition_spec(
         _require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
     )
@@ -528,6 +570,7 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
     check_partition(
         partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
     )
+    check_natural_split(data, partition, dataset, f"{key}.dataset", f"{key}.partition")
     return {
         "dataset": dataset,
         "dataset_id": dataset_id(dataset),
@@ -538,6 +581,9 @@ def _data_environment(study: dict, seeds: list[int], key: str) -> dict[str, Any]
         "num_clients": int(partition["clients"]),
         "info": info,
         "task": info.task,
+        "data": data,
+        "dataset_key": f"{key}.dataset",
+        "notes": [f"{key}.dataset: {note}" for note in data.notes],
     }
 
 
@@ -562,6 +608,7 @@ def _set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int
     partition = normalize_partition_spec(merged, key, env["info"])
     fixed = partition.get("seed")
     check_partition(partition, env["info"], sorted({s if fixed is None else fixed for s in seeds}), key)
+    check_natural_split(env["data"], partition, env["dataset"], env["dataset_key"], key)
     spec.partition = partition
     spec.partition_id = partition_id({k: v for k, v in partition.items() if k != "seed"})
     spec.num_clients = int(partition["clients"])
@@ -633,7 +680,8 @@ def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key:
 
 
 def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[str]:
-    """A ``defaults`` key no run uses is an error (a typo); one that some runs' algorithms do not take is
+    """A ``defaults`` key no run uses is an error (a typo); one that some runs' algorithms do not take, or
+    that has no effect in a run that sets the option it depends on otherwise (``hetfl.requires``), is
     reported: the notes returned name the key and those runs.
 
     Raises:
@@ -648,6 +696,16 @@ def _check_defaults(defaults: dict, runs: dict[str, RunSpec], key: str) -> list[
             raise ConfigError(f"{key}.{k}", "no run of this study uses this key", allowed=known)
         if k in RUN_SETTINGS or k == "model":
             continue
+        opted_out = [
+            (label, item)
+            for label, spec in runs.items()
+            for item in inert_options(spec.hyperparameters, [k] if k in spec.hyperparameters else [])
+        ]
+        if opted_out:
+            notes.append(
+                f"{key}.{k}: no effect in run(s) "
+                + ", ".join(f"{label} ({item.requires.option}: {item.value})" for label, item in opted_out)
+            )
         skipped = [label for label, spec in runs.items() if k not in spec.hyperparameters]
         if skipped:
             algorithms = sorted({runs[label].algorithm for label in skipped})
@@ -702,11 +760,14 @@ def _check_init_from(runs: dict[str, RunSpec], key: str) -> None:
             source = runs[source].settings["init_from"]
 
 
-def build_suite(config: dict) -> Suite:
+def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> Suite:
     """Resolve every study of ``config`` and the selection.
 
     Args:
         config: the Snakemake config: ``studies`` (name -> study) and optional ``select`` (list of names).
+        data_checks: the folder where the verdicts of the checks of a user's data files are cached, keyed by
+            the files' SHA-256 (``hetfl.data.verify``; the workflow: ``.snakemake/hetfl/data_checks``), or
+            None: check them every time.
 
     Raises:
         ConfigError: naming the offending key.
@@ -717,7 +778,7 @@ def build_suite(config: dict) -> Suite:
     for k in config:
         if k not in TOP_LEVEL_KEYS:
             raise ConfigError(k, "unknown top-level key", allowed=TOP_LEVEL_KEYS)
-    studies = {name: resolve_study(name, study) for name, study in studies_cfg.items()}
+    studies = {name: resolve_study(name, study, data_checks) for name, study in studies_cfg.items()}
     select = config.get("select") or list(studies)
     if isinstance(select, str):
         select = [s for s in select.split(",") if s]

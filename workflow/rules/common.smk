@@ -47,7 +47,7 @@ if _cli_budget != "auto" and not (_cli_budget.isdigit() and int(_cli_budget) >= 
 
 validate(config, schema="../schemas/config.schema.yaml")
 try:
-    SUITE = build_suite(config)
+    SUITE = build_suite(config, data_checks=".snakemake/hetfl/data_checks")  # verdicts on user files, by SHA-256
 except ConfigError as err:
     raise WorkflowError(f"invalid configuration: {err}") from None
 

@@ -12,12 +12,15 @@ Arrays (``np.savez(path, x=..., y=..., ...)``; read with ``allow_pickle=False``)
   ``natural`` partition (other schemes pool the samples and draw ``test_fraction``).
 
 Options: ``path`` (required; relative to the working directory, the repository root in a Snakemake
-run), and ``task``, ``num_classes``, ``normalize``, ``sample_shape`` (``hetfl.data.user_arrays``). The
-file is an input of the ``data`` job: editing it reruns its partitions and runs, and nothing else.
+run), and ``task``, ``num_classes``, ``normalize``, ``sample_shape``, ``min_user_samples``
+(``hetfl.data.user_arrays``). The file is an input of the ``data`` job: editing it reruns its partitions
+and runs, and nothing else. Every error names the file and, where one is at fault, the sample
+(``sample 17``: row 17 of ``x`` and ``y``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -28,6 +31,7 @@ from hetfl.data.checks import Option
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 from hetfl.data.user_arrays import (
+    Labels,
     build_dataset,
     check_labels,
     common_options,
@@ -63,7 +67,10 @@ def _summary(stamp: tuple[str, int, int]) -> tuple[tuple[int, ...], dict[str, np
         names = set(f.files)
         missing = {"x", "y"} - names
         if missing:
-            raise ValueError(f"arrays {sorted(missing)} are missing (the file has {sorted(names)})")
+            raise ValueError(
+                f"the array(s) {', '.join(sorted(missing))} are missing: the file has "
+                f"{', '.join(sorted(names)) or 'no arrays'}, and needs x and y"
+            )
         small = {name: f[name] for name in ("y", *OPTIONAL) if name in names}
     return _stored_shape(path, "x"), small
 
@@ -78,34 +85,63 @@ class NpzFile(DatasetSource):
         return {"path": path_option(), **common_options()}
 
     @classmethod
-    def _read(cls, spec: dict, key: str):
+    def _read(cls, spec: dict, key: str) -> tuple[Path, tuple[int, ...], Labels]:
+        """(the file, the stored shape of x, the checked labels) of a spec.
+
+        Raises:
+            ConfigError: naming ``key.path`` (or ``key.<option>``) and the file: see :func:`check_labels`.
+        """
         path = existing_file(spec, "path", key)
         try:
             shape, small = _summary(file_stamp(path))
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        except (OSError, zipfile.BadZipFile) as err:
             raise ConfigError(
                 f"{key}.path", f"cannot read {str(path)!r} as an .npz of arrays: {err}"
             ) from None
-        labels = check_labels(spec, key, small["y"], *(small.get(name) for name in OPTIONAL))
-        if shape[:1] != (len(labels.y),):
-            raise ConfigError(f"{key}.path", f"x has {shape[0] if shape else 0} rows and y {len(labels.y)}")
+        except (ValueError, KeyError) as err:
+            raise ConfigError(f"{key}.path", f"{str(path)!r}: {err}") from None
+        with _naming(path):
+            if shape[:1] != (len(small["y"]),):
+                raise ConfigError(
+                    f"{key}.path",
+                    f"x has {shape[0] if shape else 0} rows and y {len(small['y'])}: one label per row of x",
+                )
+            labels = check_labels(
+                spec, key, small["y"], *(small.get(name) for name in OPTIONAL), names=lambda c: f"client {c}"
+            )
         return path, shape, labels
+
+    @classmethod
+    def labels(cls, spec: dict, key: str = "dataset") -> Labels:
+        """The checked labels of a spec's file (users' names, what ``task: auto`` inferred)."""
+        return cls._read(spec, key)[2]
 
     @classmethod
     def info(cls, spec: dict, key: str = "dataset") -> DatasetInfo:
         _, shape, labels = cls._read(spec, key)
-        return info_from(cls.name, spec, key, shape[1:], labels)
+        with _naming(Path(spec["path"])):
+            return info_from(cls.name, spec, key, shape[1:], labels)
 
     @classmethod
     def load(cls, spec: dict, root: Path) -> Dataset:
         path, _, labels = cls._read(spec, "dataset")
         with np.load(path, allow_pickle=False) as f:
             x = f["x"]
-        return build_dataset(cls.name, spec, "dataset", x, labels)
+        with _naming(path):
+            return build_dataset(cls.name, spec, "dataset", x, labels)
 
     @classmethod
     def files(cls, spec: dict) -> list[str]:
         return [spec["path"]]
+
+
+@contextlib.contextmanager
+def _naming(path: Path):
+    """Re-raise a ``ConfigError`` with the file's path at the head of its message."""
+    try:
+        yield
+    except ConfigError as err:
+        raise ConfigError(err.key, f"{str(path)!r}: {err.message}", err.allowed) from None
 
 
 DATASETS = [NpzFile]
