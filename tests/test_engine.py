@@ -144,6 +144,43 @@ def test_evaluator_matches_a_per_client_loop(model, layout):
         evaluator.scores({k: v[:2] for k, v in personal.items()}, "test")
 
 
+@pytest.mark.parametrize("layout", ["block-rows", "packed"])
+@pytest.mark.parametrize("model", ["mlr", "dnn", "cnn"])
+def test_kept_evaluation_blocks_give_the_same_sums_and_stay_within_their_bytes(model, layout):
+    """``Federation.eval_cache_bytes``: the gathered blocks kept from the first evaluation give the later
+    ones the sums of an evaluator that gathers every time, bit for bit (whatever the models, which must not
+    write into their input), and never more than the allowed bytes are kept."""
+    fed = tiny_federation(model, sizes=(30, 3, 17, 9), dtype=torch.float32)
+    plain, kept = Evaluator(fed, budget=200), Evaluator(fed, budget=200)
+    for evaluator in (plain, kept):
+        if layout == "packed":
+            evaluator.packing = lambda split: (4, 3)
+    g = torch.Generator().manual_seed(1)
+    full = None
+    for limit in (10**9, None):  # every block kept, then about half of them
+        limit = limit or full // 2
+        fed.eval_cache_bytes = limit
+        kept._blocks.clear()
+        kept.cached_bytes = 0
+        for _ in range(3):  # new models each time, on the kept blocks
+            personal = {
+                k: v + 0.3 * torch.randn(fed.num_clients, *v.shape[1:], generator=g, dtype=v.dtype)
+                for k, v in fed.model.init(g, fed.dtype).items()
+            }
+            for split in ("train", "test"):
+                fed.eval_cache_bytes = 0
+                a = plain.scores(personal, split)
+                fed.eval_cache_bytes = limit
+                b = kept.scores(personal, split)
+                assert torch.equal(a.loss_sum, b.loss_sum) and torch.equal(a.correct, b.correct)
+        assert 0 < kept.cached_bytes <= limit and kept._blocks
+        assert kept.cached_bytes == sum(x.nbytes + y.nbytes for x, y in kept._blocks.values())
+        assert full is None or kept.cached_bytes < full
+        full = kept.cached_bytes
+    fed.eval_cache_bytes = 0
+    assert not Evaluator(fed)._blocks
+
+
 def test_per_client_models_are_packed_when_client_sizes_are_skewed():
     """Block-rows pads every client's last block to the block size: with one large client and many small
     ones most of a call is padding, and rows of b samples of one client cost less (``Evaluator.packing``);

@@ -162,7 +162,8 @@ def apply_memory_budget(
     A float32 model whose rows are not exact whatever the rows per call (``BatchedModel.rows_exact_in_float32``:
     convolutions) is split only with ``split_inexact``, which the training job sets when the budget is part
     of the run's spec (``hetfl.config.budget_changes_results``): never under ``auto`` (its results must not
-    depend on the machine's memory) nor under a budget from the command line (``--set-resources``).
+    depend on the machine's memory) nor under a budget from the command line (``--set-resources``). What the
+    plan leaves free holds the evaluation's gathered blocks (``Federation.eval_cache_bytes``: the same sums).
 
     Args:
         budget: the run's ``memory_budget``: ``auto`` (None too) or MiB.
@@ -181,6 +182,10 @@ def apply_memory_budget(
     if not exact and (budget in (None, "auto") or not split_inexact):
         plan = replace(plan, rows=None)
     limit_rows(env.model, plan.rows)
+    # what the plan leaves beside the resident bytes and the larger of a training call's rows and an
+    # evaluation's working set: the evaluation's gathered blocks may stay there (the same sums, no gathers)
+    working = max(plan.eval_bytes, plan.row_bytes * (plan.rows or algorithm.call_rows))
+    env.eval_cache_bytes = max(0, plan.budget_bytes - plan.resident_bytes - working)
     return plan
 
 

@@ -112,6 +112,9 @@ class Federation:
             model, the run option ``init_from``), or None: algorithms start from it instead of a fresh init.
         states: where the algorithm's per-client state stacks go (``hetfl.engine.state.ClientStates``; all on
             the device unless a training job sets a memory budget before it builds the algorithm).
+        eval_cache_bytes: the most bytes of gathered per-client evaluation blocks kept from one evaluation to
+            the next (``hetfl.engine.evaluate.Evaluator``); 0 (the default) keeps none. A training job sets
+            what its memory plan leaves (``hetfl.train.apply_memory_budget``).
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class Federation:
         self.weights = self.train.sizes.double() / self.train.sizes.sum()
         self.init_params: dict[str, Tensor] | None = None  # a pretrained start (a run's init_from), [1, ...]
         self.states = ClientStates(self.device)
+        self.eval_cache_bytes = 0
 
     @classmethod
     def from_partition(
