@@ -99,6 +99,8 @@ def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label
     assert starved["memory"]["rows_per_call"] == 1 and not starved["memory"]["fits"]
     said = capsys.readouterr().err
     assert "one client per call" in said and ("aggregation: sequential" in said) == (label == "fedavg")
+    budget_mib = starved["memory"]["budget_bytes"] / 2**20  # a fraction of a MiB: said as such, never "0 MiB"
+    assert budget_mib < 1 and f"memory_budget {budget_mib:.3g} MiB is below" in said and " 0 MiB" not in said
     assert a.metrics.read_bytes() == c.metrics.read_bytes()
 
 

@@ -69,6 +69,12 @@ class Checkpointing:
         return by_rounds or (self.every_seconds > 0 and since_last_s >= self.every_seconds)
 
 
+def mib(nbytes: float) -> str:
+    """``nbytes`` in MiB for a log line: whole MiB from 10 MiB, else 3 significant digits (0.5 MiB, not 0)."""
+    value = nbytes / MIB
+    return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
+
+
 def run_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
     """A checkpoint key: SHA-256 of the resolved run spec, the seed and the code fingerprint."""
     blob = json.dumps([spec, int(seed), code], sort_keys=True, default=str)
@@ -248,14 +254,14 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         batched = getattr(algorithm.hp, "aggregation", None) == "batched"  # a round holds its S local models
         hint = "; `aggregation: sequential` would not hold the round's local models" if batched else ""
         print(
-            f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
-            f"{memory.resident_bytes / MIB:.0f} MiB: one client per call{hint}",
+            f"memory_budget {mib(memory.budget_bytes)} MiB is below the run's resident "
+            f"{mib(memory.resident_bytes)} MiB: one client per call{hint}",
             file=log or sys.stderr,
         )
     elif memory is not None and not memory.eval_fits:
         print(
-            f"memory_budget {memory.budget_bytes / MIB:.0f} MiB is below the run's resident "
-            f"{memory.resident_bytes / MIB:.0f} MiB plus an evaluation call's {memory.eval_bytes / MIB:.0f} MiB "
+            f"memory_budget {mib(memory.budget_bytes)} MiB is below the run's resident "
+            f"{mib(memory.resident_bytes)} MiB plus an evaluation call's {mib(memory.eval_bytes)} MiB "
             "(an evaluation's blocks are never split: they set its sums)",
             file=log or sys.stderr,
         )
@@ -264,8 +270,8 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     for where, what in off.items():
         if placed.get(where):
             print(
-                f"per-client state off the device within memory_budget {memory.budget_bytes / MIB:.0f} MiB: "
-                f"{placed[where] / MIB:.0f} MiB in {what}",
+                f"per-client state off the device within memory_budget {mib(memory.budget_bytes)} MiB: "
+                f"{mib(placed[where])} MiB in {what}",
                 file=log or sys.stderr,
             )
     resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
