@@ -19,7 +19,7 @@ import numpy as np
 from torch import Tensor
 
 from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
-from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.evaluate import Evaluator, SplitScores
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import TRANSIENT_COPIES
 from hetfl.engine.optim import ClientOptimizer, scheduled_lr
@@ -242,6 +242,20 @@ class FederatedAlgorithm(Algorithm):
             ValueError: a cosine schedule when the run's number of rounds (``rounds``) is not set.
         """
         return scheduled_lr(self.hp.lr if lr is None else lr, t, self.hp, self.rounds)
+
+    def client_scores(self, params: Params, clients: Tensor, split: str = "train") -> SplitScores:
+        """Each client's mean loss and accuracy of a model on its own data, for the clients ``clients [S]``
+        only (a round's sampled clients; the other clients' data are not read), batched, no random draw:
+        ``.loss`` and ``.acc`` are ``Tensor[S]`` float64 (CPU) in the order of ``clients``.
+
+        ``params`` is the server's model ``[1, ...]`` (e.g. q-FedAvg's F_k(w_t) on the training data, Li et
+        al., ICLR 2020, Algorithm 2) or the clients' own models ``[S, ...]`` (row c: ``clients[c]``'s; select
+        the rows of a ``[N, ...]`` stack with ``hetfl.engine.params.select``). ``split``: ``train``, ``test``,
+        or ``val`` with validation data (``hetfl.engine.evaluate.Evaluator.client_scores``).
+        """
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.fed)
+        return self._evaluator.client_scores(params, clients, split)
 
     def aggregation_weights(self, sampled: Tensor) -> Tensor | None:
         """Weights of the sampled clients' models: None (uniform 1/S) or n_i / Σ_{j∈S} n_j (``client_weights``)."""
