@@ -139,7 +139,7 @@ def _sequential_run(case, dtype, rows, record=None):
 def test_every_algorithm_with_the_option_has_a_case():
     assert set(AGGREGATING) >= {
         "fedalt", "fedavg", "fedavg_ft", "fedbabu", "feddyn", "fednova", "fedper", "fedprox", "fedrep", "fedsim",
-        "ffgg", "lg_fedavg", "perfedavg", "scaffold",
+        "ffgg", "lg_fedavg", "perfedavg", "qfedavg", "scaffold",
     }  # fmt: skip
     assert {c.split("-")[0] for c in OPTIONS} == set(AGGREGATING)
 

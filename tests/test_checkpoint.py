@@ -252,6 +252,14 @@ def test_every_algorithm_has_a_resume_case():
     assert not missing, f"no checkpoint case for {sorted(missing)}"
 
 
+def test_an_algorithm_without_a_case_gets_automatic_ones():
+    """q-FedAvg has no case written here: its cases are built from its hyper-parameters' fields."""
+    assert CASES["qfedavg-auto"][:4] == ("qfedavg", FEDERATION, AUTOMATIC, "epoch")
+    name, env, hp, _, make = CASES["qfedavg-auto-options"]
+    assert hp == {**AUTOMATIC, **STATEFUL} and make.split == "none"
+    assert not any(c.startswith("fedavg-auto") for c in CASES)  # FedAvg's cases are written by hand
+
+
 def _same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
