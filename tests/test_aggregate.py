@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 
 from hetfl.aggregate import (
+    CLIENT_AT,
+    CLIENT_ROUNDS_COLUMNS,
+    CLIENT_STATS,
+    client_round_stats,
     client_seed_stats,
+    client_stat_values,
     client_summary,
     clients_markdown,
     format_number,
@@ -351,6 +356,28 @@ def test_client_stats_final_and_best_round(client_tables):
     # 11 clients: the worst decile is ceil(1.1) = 2 clients
     eleven = per_seed.loc[("eleven", "test_acc_personal", 0, "final")]
     assert eleven["worst_k"] == 2 and eleven["worst10"] == pytest.approx(spread(ELEVEN[2], "lowest", 2)[2])
+
+
+def test_statistics_over_clients_at_every_round_select_the_rounds_of_the_summary(client_tables):
+    """clients_rounds.csv at final and best gives the numbers of clients.csv's per-seed statistics; at round r
+    and over the last k rounds, the rows of those rounds."""
+    clients, long, status = client_tables
+    rounds = client_round_stats(clients, status)
+    assert list(rounds.columns) == CLIENT_ROUNDS_COLUMNS
+    assert 2 not in set(rounds[rounds["run"] == "pfl"]["seed"])  # the diverged seed
+    per_seed = client_seed_stats(clients, long, status).set_index(["run", "metric", "seed", "at"])
+    for stat in CLIENT_STATS:
+        for at in CLIENT_AT:
+            values = client_stat_values(rounds, long, status, stat, at).dropna(subset=["value"])
+            for row in values.itertuples():
+                assert row.value == pytest.approx(per_seed.loc[(row.run, row.metric, row.seed, at), stat])
+            assert len(values) == len(per_seed.xs(at, level="at"))
+    at1 = client_stat_values(rounds, long, status, "worst10", "at", 1).set_index(["run", "metric", "seed"])
+    assert at1.loc[("pfl", "test_acc_personal", 0), "value"] == pytest.approx(ACC[1].min())
+    assert np.isnan(at1.loc[("pfl", "test_acc_personal", 2), "value"])  # diverged: no value
+    last2 = client_stat_values(rounds, long, status, "client_std", "last", 2)
+    std = last2.set_index(["run", "metric", "seed"]).loc[("pfl", "test_acc_personal", 0), "value"]
+    assert std == pytest.approx((ACC[1].std() + ACC[2].std()) / 2)
 
 
 def test_client_summary_over_seeds(client_tables):

@@ -2,7 +2,9 @@
 training job killed mid-run resumes from its checkpoint to byte-identical outputs.
 
 The resume cases reuse the named equivalence cases (their names are the test ids; cases on a generated
-problem are prefixed with the problem's name)."""
+problem are prefixed with the problem's name). Every registered algorithm without such a case gets
+automatic ones (:func:`automatic_cases`: ``<name>-auto``, ``<name>-auto-options``), so a new algorithm is
+covered here, in tests/test_memory.py and in tests/test_client_state.py with no case written by hand."""
 
 from __future__ import annotations
 
@@ -175,10 +177,87 @@ CASES = _named(  # test id -> (name, environment, hyper-parameters, sampling, en
 )
 
 
+AUTOMATIC = {"lr": 0.1, "local_steps": 2, "batch_size": 4, "clients_per_round": 2}
+"""An automatic case's hyper-parameters, those of them the algorithm takes (the others: its defaults)."""
+STATEFUL = {  # what a checkpoint must carry of the shared options: momentum buffers, the step schedule, the
+    # uniform local-step draws, the server optimizer's moments; and the sequential sums chunk by chunk
+    "momentum": 0.5,
+    "lr_schedule": "step",
+    "lr_step_size": 2,
+    "local_steps_per_client": "uniform",
+    "local_steps_min": 1,
+    "server_optimizer": "adam",
+    "server_lr": 0.05,
+    "aggregation": "sequential",
+}
+"""The second automatic case adds these, those of them the algorithm takes."""
+
+
+def _fitting_split(cls) -> str:
+    """The first personalization split of the tiny federation's DNN the algorithm accepts (none, output,
+    input), for a case built automatically."""
+    for split in ("none", "output", "input"):
+        try:
+            cls.check_model(tiny_federation("dnn", split=split).model, "model")
+        except ConfigError:
+            continue
+        return split
+    return "none"
+
+
+def _valid(cls, hp: dict, fallback: dict) -> dict:
+    """``hp`` where the algorithm's hyper-parameters accept it, else ``fallback``."""
+    try:
+        cls.Hyperparameters.from_dict(hp, "case")
+    except ConfigError:
+        return fallback
+    return hp
+
+
+def automatic_cases(cases: dict[str, tuple]) -> dict[str, tuple]:
+    """Cases for every registered algorithm that ``cases`` does not cover, so that a new algorithm is resumed,
+    chunked (tests/test_memory.py) and placed (tests/test_client_state.py) without a case written by hand.
+
+    On client data: ``<name>-auto``, :data:`AUTOMATIC` on the tiny federation's DNN (4 clients; the first
+    split the algorithm accepts), and ``<name>-auto-options`` with :data:`STATEFUL` too where the algorithm
+    takes some of those options. On a problem: ``<problem>-<name>-auto``, the algorithm's defaults on the
+    problem's defaults. A case written by hand (below) replaces these: add one where the defaults miss an
+    option with state of the algorithm's own.
+    """
+    covered = {(name, env) for name, env, *_ in cases.values()}
+    out: dict[str, tuple] = {}
+    for name, impls in sorted(registry().items()):
+        for env, cls in sorted(impls.items()):
+            if (name, env) in covered:
+                continue
+            if env != FEDERATION:
+                out[f"{env}-{name}-auto"] = (name, env, {}, "epoch", _problem({"name": env}))
+                continue
+            fields = set(cls.Hyperparameters.names())
+            hp = _valid(cls, {k: v for k, v in AUTOMATIC.items() if k in fields}, {})
+            make = _federation(_fitting_split(cls))
+            out[f"{name}-auto"] = (name, env, hp, "epoch", make)
+            options = _valid(cls, {**hp, **{k: v for k, v in STATEFUL.items() if k in fields}}, hp)
+            if options != hp:
+                out[f"{name}-auto-options"] = (name, env, options, "epoch", make)
+    return out
+
+
+CASES.update(automatic_cases(CASES))
+
+
 def test_every_algorithm_has_a_resume_case():
     covered = {(name, env) for name, env, *_ in CASES.values()}
     missing = {(n, e) for n, impls in registry().items() for e in impls} - covered
-    assert not missing, f"add a checkpoint case for {sorted(missing)}"
+    assert not missing, f"no checkpoint case for {sorted(missing)}"
+
+
+def test_an_algorithm_without_a_case_gets_automatic_ones():
+    """q-FedAvg has no case written here: its cases are built from its hyper-parameters' fields."""
+    assert CASES["qfedavg-auto"][:4] == ("qfedavg", FEDERATION, AUTOMATIC, "epoch")
+    name, env, hp, _, make = CASES["qfedavg-auto-options"]
+    assert hp == {**AUTOMATIC, **STATEFUL} and make.split == "none"
+    assert not any(c.startswith("fedavg-auto") for c in CASES)  # FedAvg's cases are written by hand
 
 
 def _same(a, b) -> bool:

@@ -1,6 +1,7 @@
 """Claims: the check grammar, safe parsing, config errors, and evaluation on seed means and per seed."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -321,3 +322,82 @@ def test_markdown(tables):
     assert "PM \\| GM" in md and "| yes " in md and "2/3" in md
     assert "| holds within noise " in md and "paired difference [95 % CI]" in md.splitlines()[0]
     assert "- C1: acc[pfedme]@final = 0.75" in md
+
+
+# --- statistics over clients: client_mean, client_std, worst10 ---------------------------------------------
+
+# run -> seed -> {round: test accuracies of 10 clients}; q1 narrows the spread of q0 and lifts its worst client
+SPREAD = np.linspace(-0.3, 0.3, 10)
+CLIENT_DATA = {
+    "q0": {s: {1: 0.6 + SPREAD, 2: 0.7 + SPREAD + 0.01 * s} for s in range(3)},
+    "q1": {s: {1: 0.6 + SPREAD / 2, 2: 0.69 + SPREAD / 2 + 0.01 * s} for s in range(3)},
+}
+
+
+@pytest.fixture(scope="module")
+def client_tables():
+    from hetfl.aggregate import client_round_stats
+
+    long, status, clients = [], [], []
+    for run, seeds in CLIENT_DATA.items():
+        for seed, rounds in seeds.items():
+            status.append({"study": "s", "run": run, "algorithm": "qfedavg", "seed": seed, "status": "ok"})
+            for r, values in rounds.items():
+                long.append({"study": "s", "run": run, "seed": seed, "round": r, "metric": "test_acc_global",
+                             "value": values.mean()})  # fmt: skip
+                clients += [{"run": run, "seed": seed, "round": r, "client": c, "metric": "test_acc_global",
+                             "value": v} for c, v in enumerate(values)]  # fmt: skip
+    status = pd.DataFrame(status)
+    return pd.DataFrame(long), status, client_round_stats(pd.DataFrame(clients), status)
+
+
+def check_clients(client_tables, *claims):
+    metrics = {"test_acc_global", "train_acc_global"}
+    return check_claims(normalize_claims(list(claims), list(CLIENT_DATA), metrics, "c"), *client_tables)
+
+
+def test_claims_over_clients_with_their_paired_intervals(client_tables):
+    got = check_clients(
+        client_tables,
+        "client_std(test_acc_global[q1]) < client_std(test_acc_global[q0])",
+        "worst10(q1.test_acc_global) > worst10(q0.test_acc_global)",
+        "client_mean(q1.test_acc_global) > client_mean(q0.test_acc_global) - 0.02",
+        "worst10(at(q1.test_acc_global, 1)) > worst10(at(q0.test_acc_global, 1)) + 0.149",
+        "seedmax(worst10(q0.test_acc_global)) < seedmin(worst10(q1.test_acc_global))",
+        "worst10(last(q1.test_acc_global, 2)) > 0.45",
+    )
+    assert list(got["holds"]) == ["yes"] * 6
+    assert list(got["status"][:4]) == ["holds"] * 4 and got.loc[5, "status"] == "holds"
+    std = got.iloc[0]
+    assert std["comparisons"] == f"{SPREAD.std() / 2:.4g} < {SPREAD.std():.4g}" and std["n_paired"] == 3
+    assert "client_std(test_acc_global[q1]@final)" in std["operands"]
+    assert got.iloc[1]["diff_mean"] == pytest.approx(0.15 - 0.01)  # worst 10 %: 1 client of 10
+    # the mean over rounds 1 and 2 of the worst client: (0.45 + 0.54 + 0.01 s) / 2, 0.5 over the seeds
+    assert got.iloc[5]["comparisons"] == "0.5 > 0.45"
+
+
+def test_a_claim_over_clients_without_the_clients_table_is_undetermined(client_tables):
+    long, status, _ = client_tables
+    claims = normalize_claims(["worst10(q1.test_acc_global) > 0"], ["q1"], {"test_acc_global"}, "c")
+    assert check_claims(claims, long, status)["holds"].item() == "undetermined"
+
+
+@pytest.mark.parametrize(
+    "check,message",
+    [
+        ("worst10(q1.train_acc_global) > 0", "worst10() needs a metric recorded per client"),
+        ("worst10(diverged(q1.test_acc_global)) > 0", "not diverged()"),
+        ("worst10(seedmin(q1.test_acc_global)) > 0", "'seedmin' is not allowed inside worst10()"),
+        ("client_std(worst10(q1.test_acc_global)) > 0", "'worst10' is not allowed inside client_std()"),
+        ("worst10(q1.test_acc_global, 3) > 0", "worst10() takes one operand or statistic"),
+        ("worst10(1) > 0", "must be an operand or a statistic call"),
+        (
+            "clients_std(q1.test_acc_global) > 0",
+            "allowed: at, best, client_mean, client_std, diverged, final, last, seedmax, seedmin, worst10",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_claims_over_clients_name_the_key(check, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        normalize_claims([check], ["q1"], {"test_acc_global", "train_acc_global"}, "c")
+    assert err.value.key == "c[0].check"

@@ -603,6 +603,116 @@ def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.Data
     return out[columns].reset_index(drop=True)
 
 
+CLIENT_ROUNDS_COLUMNS = ["study", "run", "metric", "seed", "round", "n_clients", "worst_k", *CLIENT_STATS]
+"""Columns of ``clients_rounds.csv`` (:func:`client_round_stats`)."""
+
+
+def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """The distribution over clients of each per-client metric at every round that records it, per seed:
+    ``clients_rounds.csv``, what the claims' ``client_mean``, ``client_std`` and ``worst10`` read
+    (``hetfl.claims``).
+
+    Over the clients with a finite value at that round, the statistics of :func:`client_seed_stats`:
+    ``client_mean`` (unweighted), ``client_std`` (ddof=0) and ``worst10`` (the mean of the worst
+    ``ceil(0.1 * n_clients)`` clients by :func:`metric_direction`); ``n_clients`` counts them. Diverged seeds
+    are left out; ``±inf`` is missing (a round whose values are all missing has ``nan`` statistics).
+
+    Args:
+        clients: as returned by :func:`load_clients`.
+        status: as returned by :func:`load_runs` (the same jobs).
+
+    Returns:
+        Columns :data:`CLIENT_ROUNDS_COLUMNS`, one row per finished seed, metric and round with per-client
+        values, sorted by study, run (in ``status``'s order), metric, seed, round.
+    """
+    keys = ["study", "run", "metric", "seed", "round"]
+    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
+    data = clients.merge(finished, on=["run", "seed"])
+    if data.empty:
+        return pd.DataFrame(columns=CLIENT_ROUNDS_COLUMNS)
+    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
+    sign = data["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
+    data = data.assign(signed=data["value"] * sign).sort_values(
+        [*keys, "signed"], kind="mergesort"
+    )  # nan last
+    grouped = data.groupby(keys, sort=False)["value"]
+    finite = grouped.transform("count")
+    worst = data[data.groupby(keys, sort=False).cumcount() < np.ceil(WORST_FRACTION * finite)]
+    out = pd.DataFrame(
+        {
+            "n_clients": grouped.count(),
+            "client_mean": grouped.mean(),
+            "client_std": grouped.std(ddof=0),
+            "worst10": worst.groupby(keys, sort=False)["value"].mean(),
+        }
+    ).reset_index()
+    out["worst_k"] = np.ceil(WORST_FRACTION * out["n_clients"]).astype("int64")
+    run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
+    return _sort(out[CLIENT_ROUNDS_COLUMNS], keys, run_order)
+
+
+def client_stat_values(
+    rounds: pd.DataFrame,
+    long: pd.DataFrame,
+    status: pd.DataFrame,
+    client_stat: str,
+    stat: str = "final",
+    arg: int | None = None,
+) -> pd.DataFrame:
+    """One statistic over clients (``client_stat``: ``client_mean``, ``client_std``, ``worst10``) per
+    (study, run, metric, seed), at the rounds a per-seed statistic selects: the claims' ``worst10(x)``.
+
+    Args:
+        rounds: as returned by :func:`client_round_stats`.
+        long, status: as returned by :func:`load_runs` (the same jobs).
+        client_stat: the statistic over clients.
+        stat: ``final`` (the seed's last round with per-client values), ``best`` (the round the summary's
+            ``best`` selects, as :func:`client_seed_stats`: the best pooled value of the metric over those
+            rounds, or the best ``client_mean`` for a metric recorded only per client; ties: the earliest),
+            ``at`` (round ``arg``) or ``last`` (the mean over the seed's last ``arg`` such rounds).
+        arg: the round for ``at``, k for ``last``.
+
+    Returns:
+        Columns study, run, metric, seed, value: a row for every seed in ``status`` of every (run, metric) in
+        ``rounds``; ``nan`` for a diverged seed, or a round without per-client values.
+
+    Raises:
+        ValueError: an unknown ``client_stat`` or ``stat``, or ``arg`` missing for ``at``/``last``.
+    """
+    if client_stat not in CLIENT_STATS:
+        raise ValueError(
+            f"unknown statistic over clients {client_stat!r}; allowed: {', '.join(CLIENT_STATS)}"
+        )
+    if stat not in ("final", "best", "at", "last"):
+        raise ValueError(f"unknown statistic {stat!r} over clients; allowed: final, best, at, last")
+    if stat in ("last", "at") and arg is None:
+        raise ValueError(f"statistic {stat!r} needs an argument")
+    keys = [*_KEYS, "seed"]
+    index = rounds[_KEYS].drop_duplicates().merge(status[["study", "run", "seed"]], on=["study", "run"])
+    data = rounds.sort_values([*keys, "round"], kind="mergesort")
+    data = data.assign(value=data[client_stat].astype(float))
+    if stat == "final":
+        values = data.drop_duplicates(keys, keep="last")
+    elif stat == "at":
+        values = data[data["round"] == arg]
+    elif stat == "last":
+        tail = data.groupby(keys, sort=False).tail(arg)
+        values = tail.groupby(keys, sort=False)["value"].agg(lambda v: v.to_numpy().mean()).reset_index()
+    else:  # best: the round of the best pooled value (else the best client mean), earliest on ties
+        pooled = long[np.isfinite(long["value"])][[*keys, "round", "value"]].rename(
+            columns={"value": "pooled"}
+        )
+        scored = data.merge(pooled, on=[*keys, "round"], how="left")
+        sign = np.where(scored["metric"].map(metric_direction) == "max", 1.0, -1.0)
+        has_pooled = scored.groupby(keys, sort=False)["pooled"].transform("count") > 0
+        score = scored["pooled"].where(has_pooled, scored["client_mean"]) * sign
+        ranked = scored.assign(score=score).sort_values(
+            "score", ascending=False, na_position="last", kind="mergesort"
+        )
+        values = ranked.drop_duplicates(keys, keep="first")
+    return index.merge(values[[*keys, "value"]], on=keys, how="left")
+
+
 CLIENTS_COLUMNS = [
     "study",
     "run",

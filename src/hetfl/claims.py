@@ -18,6 +18,12 @@ Grammar of ``check``:
   fraction of the run's seeds that diverged, so ``diverged(x[lam30]) > 0`` claims a divergence);
   a bare operand takes the claim's ``at`` (``final`` | ``best`` | ``last<k>`` | ``round=<n>``;
   default ``final``);
+- statistics over clients, of a metric recorded per client (``metrics_clients.csv``: ``test_acc_*``,
+  ``test_loss_*``, ``train_loss_*``, ``val_*``): ``client_mean(x)`` (unweighted mean over the clients),
+  ``client_std(x)`` (their std, ddof=0) and ``worst10(x)`` (the mean of the worst 10 %), each per seed at
+  the round the claim's ``at`` selects, or the statistic given: ``worst10(best(x))``, ``client_std(at(x,
+  100))``, ``worst10(last(x, 5))`` (the mean over the last 5 rounds) (:func:`hetfl.aggregate
+  .client_stat_values`, from ``clients_rounds.csv``);
 - seed ranges: ``seedmin(x)`` and ``seedmax(x)``, the smallest and largest value over the seeds of
   ``x`` (an operand or a statistic of one), the same for every seed: ``seedmin(at(x, 0)) <= 14 <=
   seedmax(at(x, 0))`` checks that a paper's single random draw lies within our seeds' range;
@@ -49,6 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetfl.errors import ConfigError
+from hetfl.metrics import CLIENT_METRICS
 
 if TYPE_CHECKING:  # pandas and hetfl.aggregate (scipy) are imported where claims are checked, so that
     # validating a config (every training job does) does not pay for them
@@ -58,6 +65,10 @@ FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
 """Statistic functions and how many integer arguments follow the operand."""
 SEED_RANGE = ("seedmin", "seedmax")
 """Functions of an operand or statistic over seeds (a constant across seeds)."""
+CLIENT_FUNCTIONS = ("client_mean", "client_std", "worst10")
+"""Statistics over the clients of a per-client metric (``hetfl.aggregate.CLIENT_STATS``), per seed."""
+CLIENT_METRIC_PREFIXES = tuple(f"{split}_{stat}_" for split, stat in CLIENT_METRICS)
+"""The metrics recorded per client (``hetfl.metrics.CLIENT_METRICS``), beside ``in_cluster_weight``."""
 
 CLAIM_KEYS = ("id", "text", "check", "at")
 AT_FORMS = ("final", "best", "last<k>", "round=<n>")
@@ -85,10 +96,12 @@ class Term:
     stat: str
     arg: int | None = None
     seeds: str = "each"  # "each": per seed; "seedmin"/"seedmax": the extreme over seeds, for every seed
+    clients: str | None = None  # a statistic over clients (CLIENT_FUNCTIONS), or None: the pooled metric
 
     def __str__(self) -> str:
         stat = {"last": f"last{self.arg}", "at": f"round={self.arg}"}.get(self.stat, self.stat)
         text = f"{self.metric}[{self.run}]@{stat}"
+        text = text if self.clients is None else f"{self.clients}({text})"
         return text if self.seeds == "each" else f"{self.seeds}({text})"
 
 
@@ -115,9 +128,11 @@ class _Compiler:
     def fail(self, message: str, allowed: Iterable[object] | None = None):
         raise ConfigError(self.key, message, allowed=allowed)
 
-    def term(self, name: str, stat: str, arg: int | None, seeds: str = "each") -> tuple:
+    def term(
+        self, name: str, stat: str, arg: int | None, seeds: str = "each", clients: str | None = None
+    ) -> tuple:
         run, metric = self.operands[name]
-        term = Term(run, metric, stat, arg, seeds)
+        term = Term(run, metric, stat, arg, seeds, clients)
         if term not in self.terms:
             self.terms.append(term)
         return ("term", self.terms.index(term))
@@ -127,22 +142,31 @@ class _Compiler:
             self.fail(f"{what} must be an integer >= {minimum}")
         return node.value
 
-    def call(self, node: ast.Call, seeds: str = "each") -> tuple:
-        """A statistic call, or ``seedmin``/``seedmax`` of an operand or of one statistic call."""
+    def call(self, node: ast.Call, seeds: str = "each", clients: str | None = None) -> tuple:
+        """A statistic call; ``seedmin``/``seedmax`` of an operand or of one statistic call (or of a statistic
+        over clients); a statistic over clients (``worst10``, ...) of an operand or of one statistic call."""
         name = node.func.id if isinstance(node.func, ast.Name) else None
-        if name in SEED_RANGE and seeds == "each":
+        wrapper = (name in SEED_RANGE and seeds == "each" and clients is None) or (
+            name in CLIENT_FUNCTIONS and clients is None
+        )
+        if wrapper:
             if node.keywords or len(node.args) != 1:
                 self.fail(f"{name}() takes one operand or statistic, e.g. {name}(at(x[run], 0))")
             inner = node.args[0]
+            outer = {"seeds": seeds, "clients": name} if name in CLIENT_FUNCTIONS else {"seeds": name}
             if isinstance(inner, ast.Name) and inner.id in self.operands:
-                return self.term(inner.id, *self.default, seeds=name)
+                return self.term(inner.id, *self.default, **outer)
             if not isinstance(inner, ast.Call):
                 self.fail(f"the argument of {name}() must be an operand or a statistic call")
-            return self.call(inner, seeds=name)
+            return self.call(inner, **outer)
         if name not in FUNCTIONS:
             self.fail(
-                f"function {ast.unparse(node.func)!r} is not allowed", allowed=[*FUNCTIONS, *SEED_RANGE]
+                f"function {ast.unparse(node.func)!r} is not allowed"
+                + (f" inside {clients}()" if clients and name in [*SEED_RANGE, *CLIENT_FUNCTIONS] else ""),
+                allowed=[*FUNCTIONS, *SEED_RANGE, *CLIENT_FUNCTIONS],
             )
+        if clients is not None and name == "diverged":
+            self.fail(f"{clients}() takes final(), best(), last() or at() of an operand, not diverged()")
         if node.keywords or len(node.args) != 1 + FUNCTIONS[name]:
             self.fail(f"{name}() takes an operand" + (" and an integer" if FUNCTIONS[name] else ""))
         operand = node.args[0]
@@ -153,7 +177,7 @@ class _Compiler:
             arg = self.integer(node.args[1], "the k of last(op, k)", 1)
         elif name == "at":
             arg = self.integer(node.args[1], "the round of at(op, round)", 0)
-        return self.term(operand.id, name, arg, seeds)
+        return self.term(operand.id, name, arg, seeds, clients)
 
     def expr(self, node: ast.expr) -> tuple:
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
@@ -172,7 +196,8 @@ class _Compiler:
             return ("unary", _UNARY[type(node.op)], self.expr(node.operand))
         self.fail(
             f"{type(node).__name__} {ast.unparse(node)!r} is not allowed; use numbers, operands, "
-            "+ - * /, final() best() last() at() diverged() seedmin() seedmax() and one comparison"
+            "+ - * /, final() best() last() at() diverged() seedmin() seedmax() client_mean() client_std() "
+            "worst10() and one comparison"
         )
 
     def claim(self, tree: ast.Expression) -> tuple:
@@ -228,7 +253,19 @@ def _compile(
             raise ConfigError(key, f"unknown run {term.run!r} in {check!r}{hint}", allowed=runs)
         if metrics is not None and term.metric not in metrics:
             raise ConfigError(key, f"unknown metric {term.metric!r} in {check!r}", allowed=metrics)
+        if term.clients is not None and not is_client_metric(term.metric):
+            raise ConfigError(
+                key,
+                f"{term.clients}() needs a metric recorded per client, not {term.metric!r}",
+                allowed=[m for m in metrics or () if is_client_metric(m)] or None,
+            )
     return tree, compiler.terms
+
+
+def is_client_metric(metric: str) -> bool:
+    """Whether a metric is recorded per client (``metrics_clients.csv``): :data:`CLIENT_METRIC_PREFIXES`, or
+    ``in_cluster_weight`` (the collaborative algorithms)."""
+    return metric.startswith(CLIENT_METRIC_PREFIXES) or metric == "in_cluster_weight"
 
 
 def claim_terms(claim: dict, key: str = "claims") -> list[Term]:
@@ -475,12 +512,17 @@ CLAIMS_COLUMNS = [
 """Columns of ``claims.csv`` (:func:`check_claims`)."""
 
 
-def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+def check_claims(
+    claims: list[dict], long: pd.DataFrame, status: pd.DataFrame, client_rounds: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Check normalized claims (see :func:`normalize_claims`) on a study's records.
 
     Args:
         claims: ``{id, text, check, at}`` dicts.
         long, status: as returned by :func:`hetfl.aggregate.load_runs` (one study).
+        client_rounds: the statistics over clients at every round (``hetfl.aggregate.client_round_stats``,
+            ``clients_rounds.csv``), for ``client_mean``, ``client_std`` and ``worst10``; None: their operands
+            have no value (undetermined).
 
     Returns:
         One row per claim: id, text, check, at; holds (``yes`` | ``no`` | ``undetermined`` when an
@@ -505,17 +547,22 @@ def check_claims(claims: list[dict], long: pd.DataFrame, status: pd.DataFrame) -
     """
     import pandas as pd
 
-    from hetfl.aggregate import seed_values
+    from hetfl.aggregate import client_stat_values, seed_values
 
-    cache: dict[tuple[str, int | None], dict[tuple[str, str], pd.Series]] = {}
+    cache: dict[tuple[str | None, str, int | None], dict[tuple[str, str], pd.Series]] = {}
     rows = []
     for i, claim in enumerate(claims):
         tree, terms = _compile(claim["check"], claim.get("at", "final"), f"claims[{i}].check")
         per_term = []
         for term in terms:
-            stat = (term.stat, term.arg)
+            stat = (term.clients, term.stat, term.arg)
             if stat not in cache:
-                values = seed_values(long, status, *stat)
+                if term.clients is None:
+                    values = seed_values(long, status, term.stat, term.arg)
+                elif client_rounds is None:
+                    values = pd.DataFrame(columns=["run", "metric", "seed", "value"])
+                else:
+                    values = client_stat_values(client_rounds, long, status, *stat)
                 cache[stat] = {k: g.set_index("seed")["value"] for k, g in values.groupby(["run", "metric"])}
             per_term.append(cache[stat].get((term.run, term.metric), pd.Series(dtype=float)))
         seeds = sorted(set(status.loc[status["run"].isin({t.run for t in terms}), "seed"]))

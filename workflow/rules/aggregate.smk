@@ -8,6 +8,7 @@ rule aggregate:
         markdown="results/tables/{study}/summary.md",
         clients="results/tables/{study}/clients.csv",
         clients_markdown="results/tables/{study}/clients.md",
+        clients_rounds="results/tables/{study}/clients_rounds.csv",
     params:
         runs=get_study_run_keys,
         paper=get_study_paper,

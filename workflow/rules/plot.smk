@@ -29,6 +29,7 @@ rule claims:
     input:
         metrics="results/tables/{study}/metrics.csv",
         status="results/tables/{study}/status.csv",
+        clients_rounds="results/tables/{study}/clients_rounds.csv",
     output:
         csv="results/tables/{study}/claims.csv",
         markdown="results/tables/{study}/claims.md",

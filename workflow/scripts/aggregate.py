@@ -1,5 +1,6 @@
 """Stage `aggregate`: every run and seed of a study into one tidy table, the cross-seed summary, and the
-per-client distribution of each metric (clients.csv, clients.md)."""
+per-client distribution of each metric (clients.csv, clients.md; at every round, per seed: clients_rounds.csv,
+for the claims over clients)."""
 
 import json
 
@@ -8,6 +9,7 @@ from hetfl.logs import redirect
 log = redirect(snakemake.log[0])
 
 from hetfl.aggregate import (  # noqa: E402
+    client_round_stats,
     client_summary,
     clients_markdown,
     load_clients,
@@ -34,7 +36,9 @@ tuned = json.loads(snakemake.params.tuned)
 table = summary_markdown(summary, metrics=json.loads(snakemake.params.metrics), paper=paper, tuned=tuned)
 with open(snakemake.output.markdown, "w") as f:
     f.write(f"# {snakemake.wildcards.study}\n\n{table}")
-clients = client_summary(load_clients(entries), long, status)
+per_client = load_clients(entries)
+clients = client_summary(per_client, long, status)
 write_csv(clients, snakemake.output.clients)
+write_csv(client_round_stats(per_client, status), snakemake.output.clients_rounds)
 with open(snakemake.output.clients_markdown, "w") as f:
     f.write(f"# {snakemake.wildcards.study}: per-client distribution\n\n{clients_markdown(clients)}")

@@ -14,7 +14,8 @@ from hetfl.claims import check_claims, claims_markdown  # noqa: E402
 
 long = pd.read_csv(snakemake.input.metrics)
 status = pd.read_csv(snakemake.input.status)
-result = check_claims(json.loads(snakemake.params.claims), long, status)
+client_rounds = pd.read_csv(snakemake.input.clients_rounds)
+result = check_claims(json.loads(snakemake.params.claims), long, status, client_rounds)
 write_csv(result, snakemake.output.csv)
 with open(snakemake.output.markdown, "w") as f:
     f.write(f"# Claims: {snakemake.wildcards.study}\n\n{claims_markdown(result)}\n")

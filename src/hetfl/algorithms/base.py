@@ -19,7 +19,7 @@ import numpy as np
 from torch import Tensor
 
 from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
-from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.evaluate import Evaluator, SplitScores
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import TRANSIENT_COPIES
 from hetfl.engine.optim import ClientOptimizer, scheduled_lr
@@ -34,41 +34,27 @@ Rows = list[tuple[str, float]]
 ClientRows = list[tuple[int, str, float]]
 
 
-class Algorithm(ABC):
-    """Base of every algorithm.
+class MemoryPlanHooks:
+    """What the memory plan (``hetfl.engine.memory.plan_memory``, before the first round) asks an algorithm
+    besides the state it holds, which it measures itself (every tensor reachable from the algorithm's
+    attributes; per-client stacks made by ``fed.states`` count where they are placed).
 
-    Class attributes:
-        name: the config name (``algorithm: fedavg``).
-        Hyperparameters: the dataclass of its hyper-parameters (``hetfl.options.Options``).
-        inputs: ``"federation"`` or the name of the problem it runs on.
+    The defaults fit an algorithm whose round trains the S sampled clients from a model and drops their local
+    models once the server has summed them (FedAvg, FedProx, q-FedAvg, every ``FedAvgLike``): an algorithm
+    overrides a hook only where it holds more than that:
 
-    Args:
-        env: its environment (a ``Federation``, or a problem of ``hetfl.problems``); must have ``num_clients``.
-        hp: parsed hyper-parameters.
-        seed: the run seed; the stream ``algorithm`` (``self.rng``) is for the algorithm's own randomness.
-        sampling: minibatch mode (``hetfl.engine.sampler.MODES``), for algorithms that sample data.
+    - more ``[S, ...]`` copies per sampled client during a round than its local model and its update (or
+      optimizer buffer), e.g. a per-round control variate: :meth:`transient_bytes`;
+    - more minibatches per client and round than ``local_steps`` (several draws a step, a θ-step after the
+      w-steps): ``FederatedAlgorithm.drawn_steps``;
+    - batched calls over more rows than clients (every ordered pair of clients): :attr:`call_rows`;
+    - models adapted for each evaluation rather than held (``hetfl.algorithms.adapting``, whose base sets
+      :attr:`evaluation_adapts` and answers :meth:`held_models`; :meth:`adapted_parameters` and
+      :meth:`adapted_copies` where it adapts part of a model or keeps momentum).
+
+    Per-client state kept across rounds (``[N, ...]`` stacks) needs no hook: made by ``self.fed.states``, it is
+    measured where it is placed (guide: docs/guides/adding-an-algorithm.md).
     """
-
-    name: ClassVar[str]
-    Hyperparameters: ClassVar[type[Options]]
-    inputs: ClassVar[str] = "federation"
-    rounds: int | None = None
-    """T, the run's number of rounds: set by ``hetfl.train.build`` (and ``hetfl.testing.follow_reference``)
-    once the algorithm is built, for what depends on it (the cosine learning-rate schedule); None when the
-    algorithm was built without a run (then a schedule that needs T raises)."""
-
-    def __init__(self, env: Any, hp: Options, seed: int, sampling: str = "epoch"):
-        self.env = env
-        self.hp = hp
-        self.seed = seed
-        self.sampling = sampling
-        self.rng = generator(seed, "algorithm")
-
-    @property
-    def clients_per_round(self) -> int:
-        """S, the clients sampled per round (all N when the algorithm has no such hyper-parameter or it is null)."""
-        s = getattr(self.hp, "clients_per_round", None)
-        return self.env.num_clients if s is None else s
 
     @property
     def call_rows(self) -> int:
@@ -122,6 +108,43 @@ class Algorithm(ABC):
         if not self.evaluation_adapts:
             return 0
         return self.adapted_parameters(parameters) * self.adapted_copies() * element_size
+
+
+class Algorithm(MemoryPlanHooks, ABC):
+    """Base of every algorithm.
+
+    Class attributes:
+        name: the config name (``algorithm: fedavg``).
+        Hyperparameters: the dataclass of its hyper-parameters (``hetfl.options.Options``).
+        inputs: ``"federation"`` or the name of the problem it runs on.
+
+    Args:
+        env: its environment (a ``Federation``, or a problem of ``hetfl.problems``); must have ``num_clients``.
+        hp: parsed hyper-parameters.
+        seed: the run seed; the stream ``algorithm`` (``self.rng``) is for the algorithm's own randomness.
+        sampling: minibatch mode (``hetfl.engine.sampler.MODES``), for algorithms that sample data.
+    """
+
+    name: ClassVar[str]
+    Hyperparameters: ClassVar[type[Options]]
+    inputs: ClassVar[str] = "federation"
+    rounds: int | None = None
+    """T, the run's number of rounds: set by ``hetfl.train.build`` (and ``hetfl.testing.follow_reference``)
+    once the algorithm is built, for what depends on it (the cosine learning-rate schedule); None when the
+    algorithm was built without a run (then a schedule that needs T raises)."""
+
+    def __init__(self, env: Any, hp: Options, seed: int, sampling: str = "epoch"):
+        self.env = env
+        self.hp = hp
+        self.seed = seed
+        self.sampling = sampling
+        self.rng = generator(seed, "algorithm")
+
+    @property
+    def clients_per_round(self) -> int:
+        """S, the clients sampled per round (all N when the algorithm has no such hyper-parameter or it is null)."""
+        s = getattr(self.hp, "clients_per_round", None)
+        return self.env.num_clients if s is None else s
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
@@ -243,6 +266,20 @@ class FederatedAlgorithm(Algorithm):
         """
         return scheduled_lr(self.hp.lr if lr is None else lr, t, self.hp, self.rounds)
 
+    def client_scores(self, params: Params, clients: Tensor, split: str = "train") -> SplitScores:
+        """Each client's mean loss and accuracy of a model on its own data, for the clients ``clients [S]``
+        only (a round's sampled clients; the other clients' data are not read), batched, no random draw:
+        ``.loss`` and ``.acc`` are ``Tensor[S]`` float64 (CPU) in the order of ``clients``.
+
+        ``params`` is the server's model ``[1, ...]`` (e.g. q-FedAvg's F_k(w_t) on the training data, Li et
+        al., ICLR 2020, Algorithm 2) or the clients' own models ``[S, ...]`` (row c: ``clients[c]``'s; select
+        the rows of a ``[N, ...]`` stack with ``hetfl.engine.params.select``). ``split``: ``train``, ``test``,
+        or ``val`` with validation data (``hetfl.engine.evaluate.Evaluator.client_scores``).
+        """
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.fed)
+        return self._evaluator.client_scores(params, clients, split)
+
     def aggregation_weights(self, sampled: Tensor) -> Tensor | None:
         """Weights of the sampled clients' models: None (uniform 1/S) or n_i / Σ_{j∈S} n_j (``client_weights``)."""
         if getattr(self.hp, "client_weights", "uniform") == "uniform":
@@ -335,4 +372,4 @@ class FederatedAlgorithm(Algorithm):
         return out
 
 
-__all__ = ["Algorithm", "ClientRows", "FederatedAlgorithm", "Rows"]
+__all__ = ["Algorithm", "ClientRows", "FederatedAlgorithm", "MemoryPlanHooks", "Rows"]

@@ -196,6 +196,68 @@ class Evaluator:
             raise ValueError(f"params have leading dimension {lead}; expected 1 or {n}")
         return out
 
+    @torch.no_grad()
+    def client_scores(self, params: Params, clients: Tensor, split: str = "train") -> SplitScores:
+        """Loss and correct counts of each of the clients ``clients`` on its own ``split`` data only (the other
+        clients' data are not read): a round's sampled clients scored at the server's model (q-FedAvg's
+        F_k(w_t), Li et al., ICLR 2020, Algorithm 2) or at their own models.
+
+        Args:
+            params: ``[1, ...]`` (one shared model, every client's data in contiguous chunks of at most
+                ``chunk`` samples) or ``[S, ...]`` (row c: the model of ``clients[c]``, in the layout
+                :meth:`scores` takes for per-client models). A per-client state placed in host memory is
+                copied to the data's device.
+            clients: ``LongTensor[S]``, distinct client ids, in any order.
+            split: ``train``, ``test``, or ``val`` when the federation has validation data.
+
+        Returns:
+            ``SplitScores`` of S rows in the order of ``clients``: ``loss`` and ``acc`` ``[S]`` float64 (CPU),
+            means over each client's samples of ``split``.
+
+        Raises:
+            ValueError: an unknown split, repeated clients, or a leading dimension neither 1 nor S.
+        """
+        if split not in self.fed.splits:
+            raise ValueError(f"unknown split '{split}'; allowed: {', '.join(sorted(self.fed.splits))}")
+        data: ClientSplit = getattr(self.fed, split)
+        ids = clients.cpu().long().reshape(-1)
+        if len(ids.unique()) != len(ids):
+            raise ValueError(f"client_scores: repeated clients in {ids.tolist()}")
+        params = {k: v.to(data.x.device) for k, v in params.items()}
+        lead = next(iter(params.values())).shape[0]
+        classify = self.fed.model.task == "classification"
+        out = SplitScores(
+            *(torch.zeros(data.num_clients, dtype=torch.float64) for _ in range(3)), has_acc=classify
+        )
+        if lead == 1:
+            self._shared_of(params, data, out, ids)
+        elif lead == len(ids) and self.packing(split) is not None:
+            self._packed(params, data, out, ids, *self.packing(split))
+        elif lead == len(ids):
+            self._per_client(params, data, out, ids)
+        else:
+            raise ValueError(f"params have leading dimension {lead}; expected 1 or the {len(ids)} clients")
+        return SplitScores(out.loss_sum[ids], out.correct[ids], out.count[ids], has_acc=classify)
+
+    def _shared_of(self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor) -> None:
+        """A shared model ``params [1, ...]`` on the samples of the clients ``ids`` only, in their order, in
+        chunks of at most ``chunk`` samples (one gather each)."""
+        sizes = data.sizes[ids]
+        owner_of = torch.repeat_interleave(ids, sizes)  # the client of each of the Σ n_i samples
+        first = torch.repeat_interleave(data.offsets[ids] - (sizes.cumsum(0) - sizes), sizes)
+        index = first + torch.arange(int(sizes.sum()))  # their rows in the split
+        model = self.fed.model
+        for start in range(0, len(index), self.chunk):
+            rows = index[start : start + self.chunk].to(data.x.device)
+            owner = owner_of[start : start + self.chunk]
+            logits = model.forward(params, data.x[rows].unsqueeze(0))  # [1, K, b]
+            y = data.y[rows].unsqueeze(0)
+            loss = sample_losses(logits, y, model.task)[0]
+            out.loss_sum.index_add_(0, owner, loss.double().cpu())
+            out.count.index_add_(0, owner, torch.ones(len(owner), dtype=torch.float64))
+            if out.has_acc:
+                out.correct.index_add_(0, owner, (top1(logits)[0] == y[0]).double().cpu())
+
     def _accumulate(self, out: SplitScores, logits: Tensor, y: Tensor, mask: Tensor, owner: Tensor) -> None:
         """Add masked per-sample losses and hits of ``logits [C, K, B]`` to the rows ``owner [C]``."""
         loss = sample_losses(logits, y, self.fed.model.task)

@@ -17,6 +17,7 @@ from hetfl.reference.partial import fedalt, fedsim, ffgg
 from hetfl.reference.perfedavg import perfedavg
 from hetfl.reference.personal_layers import fedbabu, fedper, fedrep, lg_fedavg
 from hetfl.reference.pfedme import pfedme
+from hetfl.reference.qfedavg import qfedavg
 from hetfl.reference.scaffold_data import scaffold_data
 
 REFERENCES = {
@@ -35,6 +36,7 @@ REFERENCES = {
     "local": local,
     "perfedavg": perfedavg,
     "pfedme": pfedme,
+    "qfedavg": qfedavg,
     "scaffold": scaffold_data,  # on client data (the quadratic problem's: hetfl.reference.scaffold)
 }
 

@@ -22,20 +22,31 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
+from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
 from hetfl.engine.params import Params, broadcast
 
 
 class FedAvgLike(FederatedAlgorithm):
-    """Base of the FedAvg-like algorithms. State: the server model ``w: [1, ...]`` and the clients' local step
-    counts (``work``: the ``local_steps`` random stream, for ``local_steps_per_client: uniform``).
+    """Base of the FedAvg-like algorithms, and the start of a new algorithm whose clients start each round from
+    the server's model (docs/guides/adding-an-algorithm.md). State: the server model ``w: [1, ...]`` and the
+    clients' local step counts (``work``: the ``local_steps`` random stream, for ``local_steps_per_client:
+    uniform``).
+
+    A subclass sets ``name`` and ``Hyperparameters`` (derived from ``FedAvgFamily``, the default, for the shared
+    options) and changes what it needs: :meth:`correction` (a local objective: FedProx), or :meth:`round`,
+    written with :meth:`participants` (S_t and each client's τ_i), :meth:`local_chunks` (their local models, a
+    chunk at a time), ``client_sum`` (the server's sums in the run's ``aggregation`` order), ``server_step``
+    (the server optimizer) and ``client_scores`` (losses and accuracies of the sampled clients: q-FedAvg).
+    The memory plan's defaults fit it (``hetfl.algorithms.base.MemoryPlanHooks``).
 
     FedAvg-like algorithms have no personalization: their ``personal`` model is the global one (an alias,
     evaluated once), so that they sit beside personalized algorithms in the same figures and claims.
     """
 
     models = ("global", "personal")
+    Hyperparameters = FedAvgFamily
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)

@@ -1,0 +1,34 @@
+"""The algorithm guide stays true: its worked example is the code of the repository, byte for byte, and every
+file it names exists (docs/guides/adding-an-algorithm.md)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs/guides/adding-an-algorithm.md"
+TEXT = GUIDE.read_text()
+FILE_BLOCKS = re.findall(r"\*\*`([^`]+)`\*\*\n\n```\w*\n(.*?)\n```\n", TEXT, flags=re.S)
+
+
+def test_the_guide_shows_the_three_files_of_its_example():
+    assert [path for path, _ in FILE_BLOCKS] == [
+        "src/hetfl/algorithms/fairness/qfedavg.py",
+        "src/hetfl/reference/qfedavg.py",
+        "tests/test_qfedavg.py",
+        "mine.yaml",
+    ]
+
+
+@pytest.mark.parametrize("path,code", [block for block in FILE_BLOCKS if block[0] != "mine.yaml"])
+def test_a_file_the_guide_shows_is_the_repositorys(path, code):
+    assert (ROOT / path).read_text().rstrip("\n") == code, f"{path} differs from its copy in {GUIDE.name}"
+
+
+def test_every_repository_path_the_guide_names_exists():
+    named = set(re.findall(r"`((?:src|tests|docs|config|workflow)/[\w./-]+)`", TEXT))
+    named |= set(re.findall(r"\]\(\.\./\.\./([\w./#-]+)\)", TEXT))  # links from docs/guides/
+    named |= {f"docs/{p}" for p in re.findall(r"\]\(\.\./(?!\.\./)([\w./#-]+)\)", TEXT)}
+    missing = sorted(p for p in named if not (ROOT / p.split("#")[0]).exists())
+    assert len(named) > 10 and not missing, missing
