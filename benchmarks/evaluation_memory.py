@@ -1,5 +1,5 @@
 """Peak memory of an evaluation that adapts every client's model (FFGG/FedAlt/FedSim's fine-tuning of the
-personal part, FedAvg+FT's, Per-FedAvg's adaptation step) within a ``memory_budget`` (README, speed and scale).
+personal part, FedAvg+FT's, Per-FedAvg's adaptation step) within a ``memory_budget`` (docs/scaling.md).
 
 A synthetic federation of the mnist5k shape (``benchmarks/scaling.py``'s: random pixels and labels, 10
 training and 3 test samples a client) with N = ``--clients`` clients and the default CNN (105,866 parameters;

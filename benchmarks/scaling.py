@@ -1,5 +1,5 @@
 """Per-round time and peak memory of the batched engine against the number of clients C, unchunked and
-within a ``memory_budget`` (``hetfl.engine.memory``; README, speed and scale).
+within a ``memory_budget`` (``hetfl.engine.memory``; docs/scaling.md).
 
 A synthetic federation of the mnist5k shape (1×28×28 inputs, 10 classes, ``--samples`` training samples per
 client, random pixels and labels: the arithmetic, not the accuracy, is measured), every client trained

@@ -300,7 +300,8 @@ def test_a_defaults_key_some_runs_do_not_take_is_reported():
     "path", ["benchmarks/thousands_of_clients.yaml", "benchmarks/cuda/vgg11_digits.yaml"]
 )
 def test_the_benchmark_study_configs_validate_over_the_default_suite(path, tmp_path, monkeypatch):
-    """The study files the README's scale and GPU checks run (``--configfile config/config.yaml <file>``)."""
+    """The study files the scale and GPU checks of docs/scaling.md and docs/gpu.md run (``--configfile
+    config/config.yaml <file>``)."""
     import importlib.util
     import pathlib
 

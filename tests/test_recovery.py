@@ -1,9 +1,9 @@
 """After a power loss (Snakemake and its jobs killed with SIGKILL), the documented recovery works.
 
-A killed Snakemake leaves its lock in ``.snakemake/locks``: the next run refuses to start. The README's
-recovery, ``snakemake --unlock`` then the same command, redoes exactly the job that was running (its outputs
-are marked incomplete; the default profile's ``rerun-incomplete``), and that job resumes from its last
-checkpoint to metrics equal to an uninterrupted run's, byte for byte.
+A killed Snakemake leaves its lock in ``.snakemake/locks``: the next run refuses to start. The recovery of
+docs/reliability.md, ``snakemake --unlock`` then the same command, redoes exactly the job that was running
+(its outputs are marked incomplete; the default profile's ``rerun-incomplete``), and that job resumes from
+its last checkpoint to metrics equal to an uninterrupted run's, byte for byte.
 """
 
 from __future__ import annotations

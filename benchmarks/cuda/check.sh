@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA checks of a GPU machine, in one go (README, speed and scale: "On a GPU"). Run from the repository
+# The CUDA checks of a GPU machine, in one go (docs/gpu.md). Run from the repository
 # root with hetfl importable (installed, or PYTHONPATH=src) and Snakemake on the path as `python3 -m snakemake`:
 #
 #   bash benchmarks/cuda/check.sh OUT [CORES]

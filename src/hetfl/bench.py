@@ -3,7 +3,7 @@ official pFedMe code at equal work.
 
     python -m hetfl.bench                       # FedAvg and pFedMe of the default study
     python -m hetfl.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
-    python -m hetfl.bench --official            # the rows of the official-code table (README, speed)
+    python -m hetfl.bench --official            # the rows of the official-code table (docs/speed.md)
     python -m hetfl.bench --official --repeat 3 # the same, best of 3 passes
     python -m hetfl.bench --official --official-code ~/pFedMe  # and time the official code now, same data
 
@@ -113,7 +113,7 @@ OFFICIAL = {  # seconds per round of the official pFedMe code (with / without it
 hyper-parameters) on the same data, seconds per round with its per-round evaluation / without it, timed
 by ``--official-code`` (``hetfl.official_pfedme``; per-round medians, best of 2 passes, torch 2.13 CPU)
 on this project's machine type (2-core AMD EPYC, one thread) on 2026-11-24, in the same sitting as the
-README's hetfl figures. An earlier day's figures for the same runs (0.642 / 0.532, 0.187 / 0.118,
+hetfl figures of that day in docs/speed.md. An earlier day's figures for the same runs (0.642 / 0.532, 0.187 / 0.118,
 0.352 / 0.259, 3.864 / 2.574, 0.526 / 0.062, 0.749 / 0.137) had the official FedAvg and Per-FedAvg on
 mnist5k about 3x slower than measured here: prefer ``--official-code``, which times both the same day."""
 

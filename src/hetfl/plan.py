@@ -52,7 +52,7 @@ The ``hardware`` column says which (``cpu`` or ``gpu``). Core-hours are ``second
 CPU-estimated jobs, one thread per job, on the CPU that ran the measured suite; GPU-hours are
 ``seconds / 3600`` of the GPU-estimated jobs, one GPU each, on the GPU that ran them. Without any job
 measured on a GPU (the default suite run on a laptop) GPU-hours are not estimated and a ``device: cuda``
-job's CPU figure is a comparison only (README, "On a GPU", has what one H200 measured); measure some on a
+job's CPU figure is a comparison only (docs/gpu.md has what one H200 measured); measure some on a
 GPU node (e.g. the default suite there: its runs take ``device: auto``) and plan from those records.
 """
 
