@@ -438,3 +438,61 @@ def test_a_cached_verdict_skips_the_content_check_but_never_hides_a_changed_file
         build_suite(two_studies(spec, spec), data_checks=cache)
     assert "sample 5" in str(err.value)
     assert len(list(cache.glob("*.json"))) == 1  # a failure is not cached
+
+
+def _federation(spec, root, partition):
+    import torch
+
+    from hetfl.engine.federation import Federation
+    from hetfl.models import build_model
+
+    ds = load_dataset(spec, root)
+    ds.save(root / "data.npz")  # through the file, as a training job reads it
+    from hetfl.data.dataset import Dataset
+
+    ds = Dataset.load(root / "data.npz")
+    part = make_partition(partition, ds, 0)
+    model = build_model({"name": "mlr"}, ds.sample_shape, ds.num_outputs, ds.task)
+    return ds, part, Federation.from_partition(ds, part, model, torch.device("cpu"), torch.float64)
+
+
+@pytest.mark.parametrize("own_split", [False, True])
+def test_npz_zscore_uses_the_training_samples_only(tmp_path, own_split):
+    """``normalize: zscore`` standardizes with the mean and std of the partition's training samples: the
+    training split has mean 0 and std 1 per feature (up to the +0.001), and changing every test (and
+    validation) sample leaves the training data as they were; ``zscore_pooled`` (pFedMe's protocol) takes
+    every sample, test included, in the data job."""
+    rng = np.random.default_rng(3)
+    n = 80
+    client = np.repeat(np.arange(4), n // 4)
+    split = (np.arange(n) % 4 == 3).astype(np.int8)  # 20 test samples
+    x = (rng.normal(size=(n, 3)) * [1.0, 5.0, 0.1] + [2.0, -3.0, 10.0]).astype(np.float64)
+    y = rng.integers(0, 2, size=n)
+    extra = {"split": split} if own_split else {}
+    partition = (
+        {"scheme": "natural"}
+        if own_split
+        else {"scheme": "natural", "test_fraction": 0.25, "val_fraction": 0.2}
+    )
+    np.savez(tmp_path / "a.npz", x=x, y=y, client=client, **extra)
+    spec = {"name": "npz", "path": str(tmp_path / "a.npz"), "normalize": "zscore"}
+    (tmp_path / "a").mkdir()
+    ds, part, fed = _federation(spec, tmp_path / "a", partition)
+    assert ds.standardize and np.array_equal(ds.x, x)  # the data job keeps the features as given
+    train = fed.train.x.numpy()
+    rows = np.concatenate(part.train)
+    np.testing.assert_allclose(train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(train.std(0), x[rows].std(0) / (x[rows].std(0) + 0.001), rtol=1e-12)
+    held = np.setdiff1d(np.arange(n), rows)  # test and validation samples
+    assert len(held) >= 20
+    x2 = x.copy()
+    x2[held] += 100.0
+    np.savez(tmp_path / "b.npz", x=x2, y=y, client=client, **extra)
+    (tmp_path / "b").mkdir()
+    _, part2, fed2 = _federation({**spec, "path": str(tmp_path / "b.npz")}, tmp_path / "b", partition)
+    assert all(np.array_equal(a, b) for a, b in zip(part.train, part2.train, strict=True))
+    assert np.array_equal(fed2.train.x.numpy(), train)  # held-out samples never reach the statistics
+    assert not np.array_equal(fed2.test.x.numpy(), fed.test.x.numpy())
+    pooled = load_dataset({**spec, "normalize": "zscore_pooled"}, tmp_path / "a")
+    assert not pooled.standardize
+    np.testing.assert_allclose(pooled.x.mean(0), 0, atol=1e-5)  # over every sample, test included

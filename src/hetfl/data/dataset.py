@@ -37,6 +37,9 @@ class Dataset:
         split: int8 ``[n]``, the data's own train/test division (0 train, 1 test; LEAF's train and test
             files), kept by the ``natural`` partition; ``None`` when the partition draws it.
         float64: keep ``x`` and ``targets`` in float64 (exact-math experiments); else float32.
+        standardize: ``x`` holds features that each training job z-scores with the per-feature mean and std
+            of its partition's training samples (``hetfl.engine.federation.Federation.from_partition``: no
+            test or validation sample enters the statistics); False: ``x`` is used as it is.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Dataset:
     user_clusters: np.ndarray | None = None
     split: np.ndarray | None = None
     float64: bool = False
+    standardize: bool = False
 
     def __post_init__(self) -> None:
         precision = np.float64 if self.float64 else np.float32
@@ -102,6 +106,8 @@ class Dataset:
         for name in ("users", "targets", "user_clusters", "split"):
             if getattr(self, name) is not None:
                 arrays[name] = getattr(self, name)
+        if self.standardize:  # written only when set: the other datasets' files keep their bytes
+            arrays["standardize"] = np.array(True)
         atomic_savez(path, arrays)
 
     @classmethod
@@ -115,6 +121,7 @@ class Dataset:
                 num_classes=int(f["num_classes"]),
                 **{k: f[k] for k in ("users", "targets", "user_clusters", "split") if k in f.files},
                 float64=f["x"].dtype == np.float64,
+                standardize="standardize" in f.files and bool(f["standardize"]),
             )
 
 
@@ -185,18 +192,41 @@ def normalize_pixels(raw: np.ndarray, method: str, max_value: float) -> np.ndarr
         raise ValueError(f"unknown normalization {method!r}; allowed: {', '.join(NORMALIZATIONS)}")
     raw = np.asarray(raw)
     flat = raw.reshape(raw.shape[0], -1)
-    chunks = range(0, flat.shape[0], _CHUNK)
     shift, scale = np.zeros(flat.shape[1]), np.ones(flat.shape[1])
-    if method == "zscore":  # two passes in float64, chunked: no float64 copy of the whole pool
-        shift = sum((flat[i : i + _CHUNK].sum(axis=0, dtype=np.float64) for i in chunks), shift) / len(flat)
-        sq = sum((((flat[i : i + _CHUNK] - shift) ** 2).sum(axis=0) for i in chunks), np.zeros_like(shift))
-        scale = np.sqrt(sq / len(flat)) + 0.001
+    if method == "zscore":
+        shift, scale = zscore_stats(raw)
     elif method == "unit":
         scale = scale * float(max_value)
-    out = np.empty(flat.shape, dtype=np.float32)
-    for i in chunks:
+    return standardized(raw, shift, scale, np.float32)
+
+
+def zscore_stats(x: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature ``(mean, std + 0.001)`` of the rows ``rows`` of ``x`` (all rows when None): two passes
+    in float64, chunked, so that no float64 copy of the pool is made; the population std (ddof 0).
+
+    Args:
+        x: ``[n, ...]``; a feature is one entry of a flattened sample.
+        rows: int ``[m]``, the samples the statistics are taken over (e.g. a partition's training samples).
+
+    Returns:
+        float64 ``[d]`` means and ``[d]`` scales, d the features of one sample.
+    """
+    flat = x.reshape(x.shape[0], -1)
+    n = flat.shape[0] if rows is None else len(rows)
+    take = (lambda i: flat[i : i + _CHUNK]) if rows is None else (lambda i: flat[rows[i : i + _CHUNK]])
+    chunks = range(0, n, _CHUNK)
+    shift = sum((take(i).sum(axis=0, dtype=np.float64) for i in chunks), np.zeros(flat.shape[1])) / n
+    sq = sum((((take(i) - shift) ** 2).sum(axis=0) for i in chunks), np.zeros_like(shift))
+    return shift, np.sqrt(sq / n) + 0.001
+
+
+def standardized(x: np.ndarray, shift: np.ndarray, scale: np.ndarray, dtype=None) -> np.ndarray:
+    """``(x - shift) / scale`` per feature, chunked, as ``dtype`` (default: ``x``'s); same shape as ``x``."""
+    flat = x.reshape(x.shape[0], -1)
+    out = np.empty(flat.shape, dtype=dtype or x.dtype)
+    for i in range(0, flat.shape[0], _CHUNK):
         out[i : i + _CHUNK] = (flat[i : i + _CHUNK] - shift) / scale
-    return out.reshape(raw.shape)
+    return out.reshape(x.shape)
 
 
 def atomic_savez(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:

@@ -6,8 +6,11 @@ Shared by the datasets that read a user's files (``npz``, ``leaf``). Their commo
 - ``task``: ``auto`` (integer labels: classification; numbers with fractions: regression; float labels
   that are mostly whole numbers are an error asking for the task), ``classification`` or ``regression``;
 - ``num_classes``: classes of a classification task (null: the largest label + 1; refused for regression);
-- ``normalize``: ``none`` (the features as given) or ``zscore`` (per feature, over all samples:
-  ``(x - mean) / (std + 0.001)``, pFedMe's normalization of MNIST);
+- ``normalize``: ``none`` (the features as given), ``zscore`` (per feature, ``(x - mean) / (std + 0.001)``
+  with the mean and std of the training samples only: each training job computes them over its partition's
+  training samples, so no test or validation sample informs the training data;
+  ``Dataset.standardize``) or ``zscore_pooled`` (the same over all samples, test included, in the data job:
+  pFedMe's normalization of MNIST, its official code's protocol);
 - ``sample_shape``: the shape of one sample, e.g. ``[1, 28, 28]`` for flattened 28 × 28 images a CNN
   should see as images (null: as stored);
 - ``min_user_samples``: drop the natural users (clients) with fewer than this many train or test samples
@@ -49,7 +52,7 @@ def common_options() -> dict[str, Option]:
     return {
         "task": Option("auto", choice_check(*TASKS)),
         "num_classes": Option(None, int_check(lo=1)),
-        "normalize": Option("none", choice_check("none", "zscore")),
+        "normalize": Option("none", choice_check("none", "zscore", "zscore_pooled")),
         "sample_shape": Option(None, _shape_check),
         "min_user_samples": Option(None, int_check(lo=1)),
     }
@@ -396,7 +399,7 @@ def build_dataset(
         x = x[labels.keep]
     x = x.reshape(len(x), *sample_shape(spec, key, tuple(x.shape[1:]), where))
     float64 = x.dtype == np.float64
-    if spec.get("normalize") == "zscore":
+    if spec.get("normalize") == "zscore_pooled":
         x = normalize_pixels(x, "zscore", 1.0)
     return Dataset(
         name,
@@ -408,6 +411,7 @@ def build_dataset(
         labels.user_clusters,
         labels.split,
         float64,
+        standardize=spec.get("normalize") == "zscore",
     )
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from hetfl.data.clients import Partition
-from hetfl.data.dataset import Dataset
+from hetfl.data.dataset import Dataset, standardized, zscore_stats
 from hetfl.data.transforms import apply_transform
 from hetfl.engine.sampler import BatchSampler
 from hetfl.engine.state import ClientStates
@@ -150,16 +150,22 @@ class Federation:
     ) -> Federation:
         """Build from a dataset and a partition (indices per client), applying per-cluster transforms.
 
-        Clients hold labels, or the dataset's ``targets`` for a regression dataset. Each split is gathered
+        Clients hold labels, or the dataset's ``targets`` for a regression dataset. A dataset with
+        ``standardize`` is z-scored per feature with the mean and std of the partition's training samples
+        (every client's, validation samples held out; ``hetfl.data.dataset.zscore_stats``). Each split is gathered
         in one index (``ClientSplit.concatenated``) and each client's rows transformed where they lie: no
         per-client arrays, which, freed after the concatenation, would leave the process's heap full of free
         pages that later allocations touch again (its resident memory growing past what is in use).
         """
 
+        stats = zscore_stats(dataset.x, np.concatenate(partition.train)) if dataset.standardize else None
+
         def split(indices: list[np.ndarray]):  # one gather of every client's samples, no per-client copies
             sizes = [len(idx) for idx in indices]
             index = np.concatenate(indices)
             x, y = dataset.x[index], dataset.y[index]
+            if stats is not None:
+                x = standardized(x, *stats)
             ends = np.cumsum(sizes)
             for i, end in enumerate(ends):  # the cluster's transform, on the client's rows in place
                 transform = partition.transforms[int(partition.cluster[i])] if partition.transforms else None
