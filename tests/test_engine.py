@@ -177,6 +177,10 @@ def test_kept_evaluation_blocks_give_the_same_sums_and_stay_within_their_bytes(m
         assert kept.cached_bytes == sum(x.nbytes + y.nbytes for x, y in kept._blocks.values())
         assert full is None or kept.cached_bytes < full
         full = kept.cached_bytes
+        subset = torch.tensor([2, 0])  # a round's sampled clients: scored from their own data, never kept
+        rows = {k: v[subset] for k, v in personal.items()}
+        a, b = plain.client_scores(rows, subset, "train"), kept.client_scores(rows, subset, "train")
+        assert torch.equal(a.loss, b.loss) and kept.cached_bytes == full
     fed.eval_cache_bytes = 0
     assert not Evaluator(fed)._blocks
 

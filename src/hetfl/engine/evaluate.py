@@ -97,9 +97,13 @@ class Evaluator:
         self._blocks: dict[tuple, tuple[Tensor, Tensor]] = {}  # (split, call) -> gathered (x, y)
         self.cached_bytes = 0
 
-    def _gather(self, data: ClientSplit, key: tuple, clients: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
-        """``data.gather(clients, pos)``, kept under ``key`` while the kept blocks' bytes stay within
-        ``fed.eval_cache_bytes``."""
+    def _gather(
+        self, data: ClientSplit, key: tuple | None, clients: Tensor, pos: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``data.gather(clients, pos)``, kept under ``key`` (None: not kept) while the kept blocks' bytes stay
+        within ``fed.eval_cache_bytes``."""
+        if key is None:
+            return data.gather(clients, pos)
         if key in self._blocks:
             return self._blocks[key]
         x, y = data.gather(clients, pos)
@@ -189,9 +193,9 @@ class Evaluator:
         if lead == 1 and clients is None:
             self._shared(params, data, out)
         elif lead == len(ids) and self.packing(split) is not None:
-            self._packed(params, data, out, ids, *self.packing(split), split)
+            self._packed(params, data, out, ids, *self.packing(split), (split, int(ids[0]), len(ids)))
         elif lead == len(ids):
-            self._per_client(params, data, out, ids, split)
+            self._per_client(params, data, out, ids, (split, int(ids[0]), len(ids)))
         else:
             raise ValueError(f"params have leading dimension {lead}; expected 1 or {n}")
         return out
@@ -284,10 +288,11 @@ class Evaluator:
                 out.correct.index_add_(0, owner, (top1(logits)[0] == y[0]).double().cpu())
 
     def _per_client(
-        self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor, split: str
+        self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor, keep: tuple | None = None
     ) -> None:
         """The models ``params [r, ...]`` of the clients ``ids [r]`` (consecutive), block by block: call r takes
-        the r-th block of every one of them that still has data; the block is the whole split's."""
+        the r-th block of every one of them that still has data; the block is the whole split's. ``keep``:
+        what names these clients' gathered blocks among those kept (:meth:`_gather`), or None: not kept."""
         model = self.fed.model
         block = min(self.block, int(data.sizes.max()))
         arange = torch.arange(block)
@@ -298,15 +303,23 @@ class Evaluator:
             n = sizes[active].unsqueeze(1)
             mask = within < n
             pos = torch.minimum(within.expand(len(active), -1), n - 1)
-            x, y = self._gather(data, (split, "rows", int(ids[0]), len(ids), r), ids[active], pos)
+            x, y = self._gather(data, keep and (*keep, "rows", r), ids[active], pos)
             p = params if len(active) == len(ids) else _take(params, active)
             self._accumulate(out, model.forward(p, x), y, mask.to(x.device), ids[active])
 
     def _packed(
-        self, params: Params, data: ClientSplit, out: SplitScores, ids: Tensor, b: int, rows: int, split: str
+        self,
+        params: Params,
+        data: ClientSplit,
+        out: SplitScores,
+        ids: Tensor,
+        b: int,
+        rows: int,
+        keep: tuple | None = None,
     ) -> None:
         """The models ``params [r, ...]`` of the clients ``ids [r]`` over rows of ``b`` samples of one client each
-        (its r-th row: samples r·b ...), ``rows`` rows a call, each row with its owner's parameters."""
+        (its r-th row: samples r·b ...), ``rows`` rows a call, each row with its owner's parameters; ``keep``
+        as :meth:`_per_client`'s."""
         sizes = data.sizes[ids]
         counts = -(-sizes // b)  # rows of each client
         owner = torch.repeat_interleave(torch.arange(len(ids)), counts)  # [R], rows of params
@@ -317,9 +330,7 @@ class Evaluator:
             n = sizes[o].unsqueeze(1)
             within = first[s : s + rows].unsqueeze(1) + arange
             mask = within < n
-            x, y = self._gather(
-                data, (split, "packed", int(ids[0]), len(ids), s), ids[o], torch.minimum(within, n - 1)
-            )
+            x, y = self._gather(data, keep and (*keep, "packed", s), ids[o], torch.minimum(within, n - 1))
             p = _take(params, o)
             self._accumulate(out, self.fed.model.forward(p, x), y, mask.to(x.device), ids[o])
 
