@@ -1,0 +1,72 @@
+"""Time per study of a finished suite, from its training jobs' ``benchmark:`` files.
+
+    python benchmarks/time_per_study.py                    # results/benchmarks/train of this checkout
+    python benchmarks/time_per_study.py --root /path/to/a/clone/results --markdown
+
+Per study: its training jobs, the sum of their wall times and of their CPU times (seconds, the
+``s`` and ``cpu_time`` columns Snakemake writes), an estimate of its share of a ``snakemake --cores 2``
+run (1.1 × Σ wall / 2: the measured ratio, docs/time.md) and its longest job; then the totals.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+
+def table(root: Path) -> pd.DataFrame:
+    """One row per study: ``jobs``, ``wall_s``, ``cpu_s``, ``est_min`` (cores 2), ``longest_s``.
+
+    Raises:
+        FileNotFoundError: no benchmark file under ``root/benchmarks/train``.
+    """
+    files = sorted((root / "benchmarks" / "train").glob("*/*/seed=*.tsv"))
+    if not files:
+        raise FileNotFoundError(f"no training benchmark under {root / 'benchmarks' / 'train'}")
+    rows = []
+    for f in files:
+        last = pd.read_csv(f, sep="\t").iloc[-1]  # a job rerun appends nothing: Snakemake rewrites the file
+        rows.append({"study": f.parts[-3], "wall_s": float(last["s"]), "cpu_s": float(last["cpu_time"])})
+    jobs = pd.DataFrame(rows)
+    out = jobs.groupby("study", sort=False).agg(
+        jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"), longest_s=("wall_s", "max")
+    )
+    out["est_min"] = 1.1 * out["wall_s"] / 2 / 60
+    return out[["jobs", "wall_s", "cpu_s", "est_min", "longest_s"]]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path("results"), help="the suite's results folder")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = parser.parse_args(argv)
+    out = table(args.root)
+    total = out.sum(numeric_only=True)
+    total["longest_s"] = out["longest_s"].max()
+    out.loc["**total**"] = total
+    out = out.round({"wall_s": 0, "cpu_s": 0, "est_min": 1, "longest_s": 0}).astype(
+        {"jobs": int, "wall_s": int, "cpu_s": int, "longest_s": int}
+    )
+    if args.markdown:
+        print(
+            "| study | training jobs | Σ job wall, s | Σ job CPU, s | est. wall, `--cores 2`, min | longest job, s |"
+        )
+        print("|---|---|---|---|---|---|")
+        for study, r in out.iterrows():
+            name = study if study.startswith("**") else f"`{study}`"
+            cells = (
+                int(r.jobs),
+                f"{int(r.wall_s):,}",
+                f"{int(r.cpu_s):,}",
+                f"{r.est_min:.1f}",
+                int(r.longest_s),
+            )
+            print(f"| {name} | " + " | ".join(map(str, cells)) + " |")
+    else:
+        print(out.to_string())
+
+
+if __name__ == "__main__":
+    main()
