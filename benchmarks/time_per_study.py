@@ -2,10 +2,16 @@
 
     python benchmarks/time_per_study.py                    # results/benchmarks/train of this checkout
     python benchmarks/time_per_study.py --root /path/to/a/clone/results --markdown
+    python benchmarks/time_per_study.py --root results --against /path/to/an/earlier/run/results
 
 Per study: its training jobs, the sum of their wall times and of their CPU times (seconds, the
 ``s`` and ``cpu_time`` columns Snakemake writes), an estimate of its share of a ``snakemake --cores 2``
 run (1.1 × Σ wall / 2: the measured ratio, docs/time.md) and its longest job; then the totals.
+
+``--against`` compares the jobs two runs have in common (the same study, run and seed): the ratio of their
+wall times, per study and over all, says how much faster or slower the machine ran the same work (its
+speed varies from day to day); a job whose settings changed between the runs is in both, so compare runs
+of the same configuration or read the studies that changed apart.
 """
 
 from __future__ import annotations
@@ -37,11 +43,53 @@ def table(root: Path) -> pd.DataFrame:
     return out[["jobs", "wall_s", "cpu_s", "est_min", "longest_s"]]
 
 
+def _job_walls(root: Path) -> pd.Series:
+    """Wall seconds of each training job under ``root``, indexed by ``study/run/seed=S``."""
+    base = root / "benchmarks" / "train"
+    files = sorted(base.glob("*/*/seed=*.tsv"))
+    if not files:
+        raise FileNotFoundError(f"no training benchmark under {base}")
+    return pd.Series(
+        {
+            str(f.relative_to(base).with_suffix("")): float(pd.read_csv(f, sep="\t").iloc[-1]["s"])
+            for f in files
+        }
+    )
+
+
+def compare(root: Path, earlier: Path) -> pd.DataFrame:
+    """Per study, over the jobs both runs have: ``jobs``, ``this_s``, ``earlier_s`` and ``ratio`` (this /
+    earlier); the last row, ``**all**``, over every common job.
+
+    Raises:
+        FileNotFoundError: either root has no training benchmark.
+        ValueError: the two runs have no job in common.
+    """
+    a, b = _job_walls(root), _job_walls(earlier)
+    common = a.index.intersection(b.index)
+    if common.empty:
+        raise ValueError(f"{root} and {earlier} have no training job in common")
+    jobs = pd.DataFrame({"this_s": a[common], "earlier_s": b[common]})
+    jobs["study"] = [k.split("/")[0] for k in common]
+    out = jobs.groupby("study").agg(
+        jobs=("this_s", "size"), this_s=("this_s", "sum"), earlier_s=("earlier_s", "sum")
+    )
+    out.loc["**all**"] = [len(jobs), jobs["this_s"].sum(), jobs["earlier_s"].sum()]
+    out["ratio"] = out["this_s"] / out["earlier_s"]
+    return out.astype({"jobs": int})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path("results"), help="the suite's results folder")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument(
+        "--against", type=Path, help="an earlier run's results folder: compare the common jobs"
+    )
     args = parser.parse_args(argv)
+    if args.against is not None:
+        print(compare(args.root, args.against).round({"this_s": 0, "earlier_s": 0, "ratio": 3}).to_string())
+        return
     out = table(args.root)
     total = out.sum(numeric_only=True)
     total["longest_s"] = out["longest_s"].max()
