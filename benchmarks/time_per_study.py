@@ -22,39 +22,42 @@ from pathlib import Path
 import pandas as pd
 
 
+def jobs(root: Path) -> pd.DataFrame:
+    """One row per training job under ``root``, indexed by ``study/run/seed=S``: ``study``, ``wall_s``, ``cpu_s``.
+
+    Raises:
+        FileNotFoundError: no benchmark file under ``root/benchmarks/train``.
+    """
+    base = root / "benchmarks" / "train"
+    files = sorted(base.glob("*/*/seed=*.tsv"))
+    if not files:
+        raise FileNotFoundError(f"no training benchmark under {base}")
+    rows = {}
+    for f in files:
+        last = pd.read_csv(f, sep="\t").iloc[-1]  # a job rerun appends nothing: Snakemake rewrites the file
+        key = str(f.relative_to(base).with_suffix(""))
+        rows[key] = {"study": f.parts[-3], "wall_s": float(last["s"]), "cpu_s": float(last["cpu_time"])}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def table(root: Path) -> pd.DataFrame:
     """One row per study: ``jobs``, ``wall_s``, ``cpu_s``, ``est_min`` (cores 2), ``longest_s``.
 
     Raises:
         FileNotFoundError: no benchmark file under ``root/benchmarks/train``.
     """
-    files = sorted((root / "benchmarks" / "train").glob("*/*/seed=*.tsv"))
-    if not files:
-        raise FileNotFoundError(f"no training benchmark under {root / 'benchmarks' / 'train'}")
-    rows = []
-    for f in files:
-        last = pd.read_csv(f, sep="\t").iloc[-1]  # a job rerun appends nothing: Snakemake rewrites the file
-        rows.append({"study": f.parts[-3], "wall_s": float(last["s"]), "cpu_s": float(last["cpu_time"])})
-    jobs = pd.DataFrame(rows)
-    out = jobs.groupby("study", sort=False).agg(
-        jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"), longest_s=("wall_s", "max")
+    out = (
+        jobs(root)
+        .groupby("study", sort=False)
+        .agg(
+            jobs=("wall_s", "size"),
+            wall_s=("wall_s", "sum"),
+            cpu_s=("cpu_s", "sum"),
+            longest_s=("wall_s", "max"),
+        )
     )
     out["est_min"] = 1.1 * out["wall_s"] / 2 / 60
     return out[["jobs", "wall_s", "cpu_s", "est_min", "longest_s"]]
-
-
-def _job_walls(root: Path) -> pd.Series:
-    """Wall seconds of each training job under ``root``, indexed by ``study/run/seed=S``."""
-    base = root / "benchmarks" / "train"
-    files = sorted(base.glob("*/*/seed=*.tsv"))
-    if not files:
-        raise FileNotFoundError(f"no training benchmark under {base}")
-    return pd.Series(
-        {
-            str(f.relative_to(base).with_suffix("")): float(pd.read_csv(f, sep="\t").iloc[-1]["s"])
-            for f in files
-        }
-    )
 
 
 def compare(root: Path, earlier: Path) -> pd.DataFrame:
@@ -65,16 +68,21 @@ def compare(root: Path, earlier: Path) -> pd.DataFrame:
         FileNotFoundError: either root has no training benchmark.
         ValueError: the two runs have no job in common.
     """
-    a, b = _job_walls(root), _job_walls(earlier)
+    a, b = jobs(root), jobs(earlier)
     common = a.index.intersection(b.index)
     if common.empty:
         raise ValueError(f"{root} and {earlier} have no training job in common")
-    jobs = pd.DataFrame({"this_s": a[common], "earlier_s": b[common]})
-    jobs["study"] = [k.split("/")[0] for k in common]
-    out = jobs.groupby("study").agg(
+    both = pd.DataFrame(
+        {
+            "study": a.loc[common, "study"],
+            "this_s": a.loc[common, "wall_s"],
+            "earlier_s": b.loc[common, "wall_s"],
+        }
+    )
+    out = both.groupby("study").agg(
         jobs=("this_s", "size"), this_s=("this_s", "sum"), earlier_s=("earlier_s", "sum")
     )
-    out.loc["**all**"] = [len(jobs), jobs["this_s"].sum(), jobs["earlier_s"].sum()]
+    out.loc["**all**"] = [len(both), both["this_s"].sum(), both["earlier_s"].sum()]
     out["ratio"] = out["this_s"] / out["earlier_s"]
     return out.astype({"jobs": int})
 
