@@ -8,36 +8,54 @@ Per study: its training jobs, the sum of their wall times and of their CPU times
 ``s`` and ``cpu_time`` columns Snakemake writes), an estimate of its share of a ``snakemake --cores 2``
 run (1.1 × Σ wall / 2: the measured ratio, docs/time.md) and its longest job; then the totals.
 
-``--against`` compares the jobs two runs have in common (the same study, run and seed): the ratio of their
-wall times, per study and over all, says how much faster or slower the machine ran the same work (its
-speed varies from day to day); a job whose settings changed between the runs is in both, so compare runs
-of the same configuration or read the studies that changed apart.
+A training job trains one run's seeds in turn (``train_jobs: run``, the default: ``<study>/<run>.tsv``) or
+one seed (``train_jobs: seed``: ``<study>/<run>/seed=<s>.tsv``); both are read.
+
+``--against`` compares the runs two suites have in common (the same study and run): the ratio of their jobs'
+wall times (``ratio``: what the work took, process starts included, so a suite of one job per run against
+one of a job per seed shows the starts it saved) and of their seeds' training times (``train_ratio``, the
+``wall_time_s`` of each seed's ``run.json``: how much faster or slower the machine itself ran, as its speed
+varies from day to day). A run whose settings changed between the suites is in both, so compare suites of
+the same configuration or read the studies that changed apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
 
 
 def jobs(root: Path) -> pd.DataFrame:
-    """One row per training job under ``root``, indexed by ``study/run/seed=S``: ``study``, ``wall_s``, ``cpu_s``.
+    """One row per training job under ``root``, indexed by ``study/run`` (a run's job) or ``study/run/seed=S``
+    (a seed's job): ``study``, ``run``, ``wall_s``, ``cpu_s``.
 
     Raises:
         FileNotFoundError: no benchmark file under ``root/benchmarks/train``.
     """
     base = root / "benchmarks" / "train"
-    files = sorted(base.glob("*/*/seed=*.tsv"))
+    files = sorted([*base.glob("*/*.tsv"), *base.glob("*/*/seed=*.tsv")])
     if not files:
         raise FileNotFoundError(f"no training benchmark under {base}")
     rows = {}
     for f in files:
         last = pd.read_csv(f, sep="\t").iloc[-1]  # a job rerun appends nothing: Snakemake rewrites the file
-        key = str(f.relative_to(base).with_suffix(""))
-        rows[key] = {"study": f.parts[-3], "wall_s": float(last["s"]), "cpu_s": float(last["cpu_time"])}
+        study, run = f.relative_to(base).parts[:2]
+        rows[str(f.relative_to(base).with_suffix(""))] = {
+            "study": study,
+            "run": run.removesuffix(".tsv"),
+            "wall_s": float(last["s"]),
+            "cpu_s": float(last["cpu_time"]),
+        }
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def training_s(root: Path, study: str, run: str) -> float:
+    """The sum of the ``wall_time_s`` of run ``study/run``'s seeds (their ``run.json``; 0 when absent)."""
+    infos = (root / "runs" / study / run).glob("seed=*/run.json")
+    return sum(float(json.loads(f.read_text())["wall_time_s"]) for f in infos)
 
 
 def table(root: Path) -> pd.DataFrame:
@@ -61,30 +79,35 @@ def table(root: Path) -> pd.DataFrame:
 
 
 def compare(root: Path, earlier: Path) -> pd.DataFrame:
-    """Per study, over the jobs both runs have: ``jobs``, ``this_s``, ``earlier_s`` and ``ratio`` (this /
-    earlier); the last row, ``**all**``, over every common job.
+    """Per study, over the runs both suites have: ``runs``, ``this_s``, ``earlier_s`` (their jobs' wall
+    times), ``ratio`` (this / earlier), ``this_train_s``, ``earlier_train_s`` (their seeds' training times,
+    ``run.json``) and ``train_ratio``; the last row, ``**all**``, over every common run.
 
     Raises:
         FileNotFoundError: either root has no training benchmark.
-        ValueError: the two runs have no job in common.
+        ValueError: the two suites have no run in common.
     """
-    a, b = jobs(root), jobs(earlier)
+    a, b = (j.groupby(["study", "run"])["wall_s"].sum() for j in (jobs(root), jobs(earlier)))
     common = a.index.intersection(b.index)
     if common.empty:
-        raise ValueError(f"{root} and {earlier} have no training job in common")
+        raise ValueError(f"{root} and {earlier} have no training run in common")
     both = pd.DataFrame(
         {
-            "study": a.loc[common, "study"],
-            "this_s": a.loc[common, "wall_s"],
-            "earlier_s": b.loc[common, "wall_s"],
-        }
-    )
-    out = both.groupby("study").agg(
-        jobs=("this_s", "size"), this_s=("this_s", "sum"), earlier_s=("earlier_s", "sum")
-    )
-    out.loc["**all**"] = [len(both), both["this_s"].sum(), both["earlier_s"].sum()]
+            "this_s": a.loc[common],
+            "earlier_s": b.loc[common],
+            "this_train_s": [training_s(root, *key) for key in common],
+            "earlier_train_s": [training_s(earlier, *key) for key in common],
+        },
+        index=common,
+    ).reset_index()
+    sums = ["this_s", "earlier_s", "this_train_s", "earlier_train_s"]
+    out = both.groupby("study").agg(runs=("run", "size"), **{c: (c, "sum") for c in sums})
+    out.loc["**all**"] = [len(both), *both[sums].sum()]
     out["ratio"] = out["this_s"] / out["earlier_s"]
-    return out.astype({"jobs": int})
+    out["train_ratio"] = out["this_train_s"] / out["earlier_train_s"]
+    return out.astype({"runs": int})[
+        ["runs", "this_s", "earlier_s", "ratio", "this_train_s", "earlier_train_s", "train_ratio"]
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -92,11 +115,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=Path("results"), help="the suite's results folder")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument(
-        "--against", type=Path, help="an earlier run's results folder: compare the common jobs"
+        "--against", type=Path, help="an earlier suite's results folder: compare the runs both have"
     )
     args = parser.parse_args(argv)
     if args.against is not None:
-        print(compare(args.root, args.against).round({"this_s": 0, "earlier_s": 0, "ratio": 3}).to_string())
+        out = compare(args.root, args.against)
+        print(
+            out.round(
+                {c: 0 for c in out.columns if c.endswith("_s")} | {"ratio": 3, "train_ratio": 3}
+            ).to_string()
+        )
         return
     out = table(args.root)
     total = out.sum(numeric_only=True)

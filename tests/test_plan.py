@@ -498,3 +498,27 @@ def test_jobs_measured_on_a_gpu_estimate_the_gpu_jobs_in_gpu_hours(tmp_path, cap
     # on_cpu's FedAvg (device: cpu, never from the GPU's fit) and on_gpu's pFedMe (no analog on either)
     assert "4 jobs (fedavg, pfedme) have no measured job" in printed
     assert "0 device: cuda jobs had no GPU-measured analog" in printed  # pFedMe's: not estimated at all
+
+
+def test_a_run_job_counts_as_a_job_per_seed_with_the_whole_jobs_fixed_cost(tmp_path):
+    """train_jobs: run: one benchmark table per run covers its seeds; each seed is measured with its own
+    training time and the job's fixed cost (what a job of one seed pays), so s0 is a job's either way."""
+    write_measured(tmp_path, MEASURED)
+    per_seed = {
+        (m.study, m.run, m.seed): m for m in load_measured(tmp_path / "benchmarks", tmp_path / "runs")
+    }
+    train_dir = tmp_path / "benchmarks" / "train" / "small" / "pfedme"
+    seeds = sorted(int(f.stem.split("=")[1]) for f in train_dir.glob("seed=*.tsv"))
+    assert len(seeds) > 1
+    trained = sum(per_seed[("small", "pfedme", s)].train_seconds for s in seeds)
+    for f in train_dir.glob("seed=*.tsv"):
+        f.unlink()
+    train_dir.rmdir()
+    (train_dir.parent / "pfedme.tsv").write_text(f"s\th:m:s\tmax_rss\n{trained + OVERHEAD:.6f}\t0:00:01\t1\n")
+    by_run = {(m.study, m.run, m.seed): m for m in load_measured(tmp_path / "benchmarks", tmp_path / "runs")}
+    assert by_run.keys() == per_seed.keys()
+    for s in seeds:
+        m = by_run[("small", "pfedme", s)]
+        assert m.train_seconds == per_seed[("small", "pfedme", s)].train_seconds
+        assert m.seconds - m.train_seconds == pytest.approx(OVERHEAD)
+    assert Fit.from_measured(list(by_run.values())).overhead == pytest.approx(OVERHEAD)

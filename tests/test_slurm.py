@@ -37,11 +37,12 @@ CLUSTER = REPO / "tests/slurm/cluster.sh"
 PARTITION, ACCOUNT = "hetfl", "hetfl-test"  # written by cluster.sh; any account goes without accounting
 
 # The tiny study, light on this 2-core machine (a SLURM job starts Snakemake twice, then the training script):
-# one seed, two runs (no diverging run, no second stage: a second wave of jobs costs half a minute, as the
-# plugin checks 1, 12, 33 s after submission), one figure.
+# two seeds trained by one job per run (train_jobs: run, the default: rule train_run_0 on the compute node),
+# two runs (no diverging run, no second stage: a second wave of jobs costs half a minute, as the plugin
+# checks 1, 12, 33 s after submission), one figure.
 TINY = {
     **TINY_STUDY,
-    "seeds": [0],
+    "seeds": [0, 1],
     "runs": {k: TINY_STUDY["runs"][k] for k in ("fedavg", "pfedme")},
     "figures": ["test_acc_personal"],
 }
@@ -202,9 +203,9 @@ def test_a_study_runs_through_sbatch_and_equals_a_local_run(cluster, local, tmp_
     snakemake(repo, cluster, "--profile", "profiles/slurm")
 
     jobs = jobs_of(last_log(repo))
-    trains = [j for j in jobs if j["rule"] == "train"]
-    expected = {(run, str(seed)) for run in TINY["runs"] for seed in TINY["seeds"]}
-    assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == expected
+    trains = [j for j in jobs if j["rule"].startswith("train")]
+    assert {j["rule"] for j in trains} == {"train_run_0"}  # one job per run, its two seeds in turn
+    assert {j["wildcards"]["key"] for j in trains} == {f"tiny/{run}" for run in TINY["runs"]}
     assert all(j["slurm"] for j in trains), trains
     assert {j["rule"] for j in jobs if not j["slurm"]} == LOCAL_RULES, jobs
     ids = [j["slurm"] for j in jobs if j["slurm"]]

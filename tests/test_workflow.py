@@ -167,7 +167,10 @@ def test_a_fractional_config_memory_budget_reaches_the_job_exactly(repo):
     would be rounded: 0.5 MiB to 0, which no job takes)."""
     half = repo / "half.yaml"
     half.write_text(yaml.safe_dump({"studies": {"tiny": {"memory_budget": 0.5}}}))
-    out = snakemake(repo, "-n", "--configfile", "config/config.yaml", str(half), "--forcerun", "train").stdout
+    out = snakemake(
+        repo, "-n", "--configfile", "config/config.yaml", str(half), "--forcerun", "train", "train_run_0"
+    ).stdout
+    assert "rule train_run_0:" in out  # the tiny study's runs, two seeds each: one job per run
     assert "memory_budget=0.5," in out and "memory_budget=0," not in out
 
 

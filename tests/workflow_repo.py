@@ -47,7 +47,22 @@ def snakemake(
 
 
 def planned(cwd: Path, *args: str) -> list[tuple[str, dict]]:
-    """The jobs a dry run plans: (rule, wildcards)."""
+    """The jobs a dry run plans: (rule, wildcards). A job of ``train_jobs: run`` (rules ``train_run_*``,
+    wildcard ``key`` = study/run) counts as the ``train`` job of each seed it writes, so that tests of which
+    runs and seeds a change redoes read the same in both modes (``run_jobs`` lists the jobs as planned)."""
+    jobs = []
+    for rule, pairs, outputs in run_jobs(cwd, *args):
+        if not rule.startswith("train_run_"):
+            jobs.append((rule, pairs))
+            continue
+        study, run = pairs["key"].split("/", 1)
+        for seed in dict.fromkeys(re.findall(r"/seed=(\d+)/", outputs)):
+            jobs.append(("train", {"study": study, "run": run, "seed": seed}))
+    return jobs
+
+
+def run_jobs(cwd: Path, *args: str) -> list[tuple[str, dict, str]]:
+    """The jobs a dry run plans, as planned: (rule, wildcards, the output line)."""
     out = snakemake(cwd, "-n", *args).stdout
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
@@ -56,5 +71,6 @@ def planned(cwd: Path, *args: str) -> list[tuple[str, dict]]:
             continue
         wc = re.search(r"wildcards: (.*)", block)
         pairs = dict(p.split("=", 1) for p in wc.group(1).split(", ")) if wc else {}
-        jobs.append((head.group(1), pairs))
+        outputs = re.search(r"output: (.*)", block)
+        jobs.append((head.group(1), pairs, outputs.group(1) if outputs else ""))
     return jobs

@@ -176,8 +176,12 @@ class Study:
         return canonical_json(self.spec(label).as_dict(self))
 
 
-TOP_LEVEL_KEYS = ("select", "studies", "checkpoint")
+TOP_LEVEL_KEYS = ("select", "studies", "checkpoint", "train_jobs")
 CHECKPOINT_DEFAULTS = {"every_rounds": None, "every_seconds": 300}
+# ``train_jobs``: ``run``: one training job per run trains its seeds one after another (one process start,
+# about 2 s of Python and torch imports, instead of one per seed: the laptop default); ``seed``: one job per
+# seed (a cluster: the seeds run in parallel, each job is shorter). The files written are the same.
+TRAIN_JOBS = ("run", "seed")
 
 
 @dataclass
@@ -187,6 +191,7 @@ class Suite:
     studies: dict[str, Study]
     selected: list[str]
     checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
+    train_jobs: str = "run"  # TRAIN_JOBS: one training job per run (its seeds in turn) or per seed
 
 
 def budget_changes_results(settings: dict[str, Any]) -> bool:
@@ -785,7 +790,10 @@ def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> S
     for name in select:
         if name not in studies:
             raise ConfigError("select", f"unknown study '{name}'", allowed=studies)
-    return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")))
+    train_jobs = config.get("train_jobs", "run")
+    if train_jobs not in TRAIN_JOBS:
+        raise ConfigError("train_jobs", f"unknown value {train_jobs!r}", allowed=TRAIN_JOBS)
+    return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")), train_jobs)
 
 
 def resolve_checkpoint(value: Any) -> dict[str, Any]:

@@ -276,33 +276,46 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
     """Every training job with a benchmark table ``<benchmarks>/train/<study>/<run>/seed=<s>.tsv`` and
     a run record ``<runs>/<study>/<run>/seed=<s>/run.json`` (status ``ok``, not resumed from a
     checkpoint, so that both times cover one whole run), with the device it trained on (a record
-    without one: ``cpu``)."""
+    without one: ``cpu``). A job that trained a run's seeds in turn (``train_jobs: run``, the table
+    ``<benchmarks>/train/<study>/<run>.tsv``) counts as one job per seed whose fixed cost is the whole
+    job's (its wall seconds less its seeds' ``wall_time_s``): what a job of one seed would pay."""
     out = []
-    for tsv in sorted(Path(benchmarks).glob("train/*/*/seed=*.tsv")):
-        study, run, seed = tsv.parent.parent.name, tsv.parent.name, int(tsv.stem.split("=", 1)[1])
-        record = Path(runs) / study / run / f"seed={seed}" / "run.json"
-        if not record.is_file():
-            continue
-        info = json.loads(record.read_text())
-        if info.get("status") != "ok" or info.get("resumed_from_round") is not None:
-            continue
-        table = pd.read_csv(tsv, sep="\t")
-        spec = info["spec"]
-        out.append(
-            Measured(
-                study=study,
-                run=run,
-                seed=seed,
-                algorithm=spec["algorithm"],
-                environment=environment(spec),
-                work=job_work(spec),
-                seconds=float(table["s"].iloc[-1]),
-                train_seconds=float(info["wall_time_s"]),
-                key=run_key(spec),
-                device=str(info.get("device") or "cpu").split(":", 1)[0],
-                device_name=str(info.get("device_name") or ""),
-            )
+    base = Path(benchmarks) / "train"
+    jobs = [
+        (tsv, tsv.parent.parent.name, tsv.parent.name, [int(tsv.stem.split("=", 1)[1])])
+        for tsv in sorted(base.glob("*/*/seed=*.tsv"))
+    ]
+    for tsv in sorted(base.glob("*/*.tsv")):  # a run's job: its seeds are the run's record folders
+        seeds = sorted(
+            int(d.name.split("=", 1)[1]) for d in (Path(runs) / tsv.parent.name / tsv.stem).glob("seed=*")
         )
+        jobs.append((tsv, tsv.parent.name, tsv.stem, seeds))
+    for tsv, study, run, seeds in jobs:
+        records = [Path(runs) / study / run / f"seed={seed}" / "run.json" for seed in seeds]
+        if not seeds or not all(r.is_file() for r in records):
+            continue
+        infos = [json.loads(r.read_text()) for r in records]
+        seconds = float(pd.read_csv(tsv, sep="\t")["s"].iloc[-1])
+        fixed = seconds - sum(float(i["wall_time_s"]) for i in infos)  # the process's, once per job
+        for seed, info in zip(seeds, infos, strict=True):
+            if info.get("status") != "ok" or info.get("resumed_from_round") is not None:
+                continue
+            spec = info["spec"]
+            out.append(
+                Measured(
+                    study=study,
+                    run=run,
+                    seed=seed,
+                    algorithm=spec["algorithm"],
+                    environment=environment(spec),
+                    work=job_work(spec),
+                    seconds=float(info["wall_time_s"]) + fixed,
+                    train_seconds=float(info["wall_time_s"]),
+                    key=run_key(spec),
+                    device=str(info.get("device") or "cpu").split(":", 1)[0],
+                    device_name=str(info.get("device_name") or ""),
+                )
+            )
     return out
 
 

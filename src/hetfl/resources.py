@@ -82,14 +82,15 @@ def run_size(study: Study, run: str) -> tuple[int, int, int, int]:
     return rounds, spec.num_clients, params, data_mb
 
 
-def train_resources(study: Study, run: str, attempt: int = 1) -> TrainResources:
-    """The runtime, memory and GPUs of a training job of run ``run`` of ``study`` at ``attempt`` (1, 2, ...).
+def train_resources(study: Study, run: str, attempt: int = 1, seeds: int = 1) -> TrainResources:
+    """The runtime, memory and GPUs of a training job of run ``run`` of ``study`` at ``attempt`` (1, 2, ...)
+    that trains ``seeds`` seeds one after another (``train_jobs: run``; 1 for a job per seed).
 
-    See the module docstring for the rule.
+    See the module docstring for the rule; the runtime is ``seeds`` times a seed's, the memory a seed's.
     """
     rounds, clients, params, data_mb = run_size(study, run)
     cuda = study.spec(run).settings["device"] == "cuda"
-    minutes = rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
+    minutes = seeds * rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
     runtime = min(RUNTIME_CAP, max(RUNTIME_FLOOR, math.ceil(minutes)) * attempt)
     budget = study.spec(run).settings.get("memory_budget", "auto")
     states_mb = 0 if cuda else clients * params * STATE_BYTES / 2**20 if budget == "auto" else budget

@@ -2,8 +2,10 @@
 # All logic lives in hetfl.config; a bad config stops here, before any job runs.
 import json
 import os
+import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 # The workflow runs the hetfl of its own checkout (src/ beside the Snakefile), here and in every job.
 SRC = Path(workflow.basedir) / "src"
@@ -62,6 +64,14 @@ PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may
     for r in [*s.runs.values(), *s.points.values()]
 }
 ENV = "../envs/hetfl.yaml"
+# A training job's files per seed (rule train's named outputs; hetfl.train.RunOutputs).
+RUN_FILES = {
+    "metrics": "metrics.csv",
+    "client_metrics": "metrics_clients.csv",
+    "info": "run.json",
+    "model": "final.pt",
+    "artifacts": "artifacts.npz",
+}
 
 
 wildcard_constraints:
@@ -123,6 +133,62 @@ def get_train_input(wildcards):
         "partition": f"{partition_dir(wildcards.study, wildcards.run, int(wildcards.seed))}/clients.npz",
         **inputs,
     }
+
+
+def run_jobs():
+    """`train_jobs: run`: the (study, run) pairs whose seeds one job trains in turn, grouped by their seeds
+    (tuple -> ["study/run", ...]); a run on one seed, or `train_jobs: seed`, trains in rule `train`."""
+    groups = {}
+    if SUITE.train_jobs != "run":
+        return groups
+    for name, s in STUDIES.items():
+        for label in [*s.runs, *s.points]:
+            seeds = tuple(s.seeds_of(label))
+            if len(seeds) > 1:
+                groups.setdefault(seeds, []).append(f"{name}/{label}")
+    return groups
+
+
+def split_key(wildcards):
+    """A run job's `{key}` wildcard ("study/run") as (study, run)."""
+    return tuple(wildcards.key.split("/", 1))
+
+
+def get_run_job_input(wildcards, seeds):
+    """The inputs of the job that trains run `key` on `seeds`: the data, and each seed's partition and
+    `init_from` model (named `partition_<seed>`, `init_<seed>`), as `get_train_input` gives for one seed."""
+    study, run = split_key(wildcards)
+    inputs = {}
+    for seed in seeds:
+        one = get_train_input(SimpleNamespace(study=study, run=run, seed=str(seed)))
+        for name, path in one.items():
+            inputs[name if name in ("data", "choice") else f"{name}_{seed}"] = path
+    return inputs
+
+
+def get_run_job_spec(wildcards):
+    study, run = split_key(wildcards)
+    return STUDIES[study].run_json(run)
+
+
+def get_run_job_code(wildcards):
+    study, run = split_key(wildcards)
+    return get_run_code(SimpleNamespace(study=study, run=run))
+
+
+def get_run_job_memory_budget(wildcards):
+    study, run = split_key(wildcards)
+    return get_memory_budget(SimpleNamespace(study=study, run=run))
+
+
+def run_job_resources(wildcards, attempt=1, seeds=1):
+    """A run job's runtime (its seeds' in turn), memory and GPUs (hetfl.resources)."""
+    study, run = split_key(wildcards)
+    return train_resources(STUDIES[study], run, attempt, seeds)
+
+
+# What `--set-resources train:...` (or a profile's `set-resources: train:`) sets, for the run jobs too.
+TRAIN_SET_RESOURCES = {name: value.raw for name, value in _train_set.items()}
 
 
 def get_run_spec(wildcards):

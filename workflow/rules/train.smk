@@ -24,3 +24,46 @@ rule train:
         memory_budget=get_memory_budget,  # a resource, not a param: changing it reruns nothing
     script:
         "../scripts/train.py"
+
+
+# train_jobs: run (the default): one job trains a run's seeds one after another and writes the same files as
+# rule `train` would for each seed; it saves each seed's process start (about 2 s of Python and torch imports,
+# 16 % of the default suite's training time). One rule per distinct list of seeds, as a rule's outputs are
+# fixed; `{key}` is "study/run", constrained to the runs of that list. A run on one seed trains in `train`.
+for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
+
+    rule:
+        name:
+            f"train_run_{_index}"
+        input:
+            unpack(lambda wildcards, seeds=_seeds: get_run_job_input(wildcards, seeds)),
+        output:
+            **{
+                f"{kind}_{seed}": f"results/runs/{{key}}/seed={seed}/{file}"
+                for seed in _seeds
+                for kind, file in RUN_FILES.items()
+            },
+        params:
+            spec=get_run_job_spec,
+            code=get_run_job_code,
+        conda:
+            ENV
+        log:
+            "logs/train/{key}.log",
+        benchmark:
+            "results/benchmarks/train/{key}.tsv"
+        wildcard_constraints:
+            key="|".join(re.escape(k) for k in _keys),
+        threads: 1
+        resources:
+            **{
+                "runtime": lambda wildcards, attempt, n=len(_seeds): run_job_resources(wildcards, attempt, n).runtime,
+                "mem_mb": lambda wildcards, attempt: run_job_resources(wildcards, attempt).mem_mb,
+                "gpu": lambda wildcards: run_job_resources(wildcards).gpu,
+                "memory_budget": get_run_job_memory_budget,
+                **TRAIN_SET_RESOURCES,  # --set-resources train:... (or a profile's): for every training job
+            },
+        script:
+            "../scripts/train.py"
+
+    workflow.ruleorder(f"train_run_{_index}", "train")

@@ -1,4 +1,5 @@
-"""Stage `train`: one (study, run, seed) on the batched engine, checkpointed as it goes."""
+"""Stage `train`: one (study, run, seed) on the batched engine, checkpointed as it goes; or, for a job of
+`train_jobs: run` (rules train_run_*), each seed of one run in turn, in this one process."""
 
 import json
 from pathlib import Path
@@ -11,31 +12,43 @@ from hetfl.config import resolve_checkpoint  # noqa: E402
 from hetfl.train import Checkpointing, RunOutputs, run_key, train  # noqa: E402
 from hetfl.tuning import apply_choice  # noqa: E402
 
-out = snakemake.output
-wc = snakemake.wildcards
+out, inp, wc = snakemake.output, snakemake.input, snakemake.wildcards
+if "key" in wc.keys():  # a run's job: outputs <file>_<seed>, inputs partition_<seed> and init_<seed>
+    study, run = wc.key.split("/", 1)
+    seeds = list(dict.fromkeys(int(name.rsplit("_", 1)[1]) for name in out.keys()))
+    suffix = "_{}".format
+else:
+    study, run, seeds = wc.study, wc.run, [int(wc.seed)]
+    suffix = lambda seed: ""  # noqa: E731
+FILES = ("metrics", "client_metrics", "info", "model", "artifacts")  # hetfl.train.RunOutputs, in order
+
 spec = json.loads(snakemake.params.spec)
-if "choice" in snakemake.input.keys():  # a tuned run: the hyper-parameters its tuning chose
-    with open(snakemake.input.choice) as f:
+if "choice" in inp.keys():  # a tuned run: the hyper-parameters its tuning chose
+    with open(inp.choice) as f:
         spec = apply_choice(spec, json.load(f))
 policy = resolve_checkpoint(snakemake.config.get("checkpoint"))  # not a param: changing it reruns nothing
-checkpoint = Checkpointing(
-    Path(f"results/checkpoints/{wc.study}/{wc.run}/seed={wc.seed}.pt"),
-    run_key(spec, int(wc.seed), snakemake.params.code),
-    policy["every_rounds"],
-    policy["every_seconds"],
-)
-info = train(
-    spec,
-    int(wc.seed),
-    snakemake.input.get("data"),  # absent for a generated problem
-    snakemake.input.get("partition"),
-    RunOutputs(out.metrics, out.client_metrics, out.info, out.model, out.artifacts),
-    threads=snakemake.threads,
-    log=log,
-    init=snakemake.input.get("init"),  # init_from: the other run's final model
-    checkpoint=checkpoint,
-    memory_budget=snakemake.resources.get("memory_budget", "auto"),  # --set-resources train:memory_budget=N
-)
-print(
-    f"status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s on {info['device']}"
-)
+for seed in seeds:
+    checkpoint = Checkpointing(
+        Path(f"results/checkpoints/{study}/{run}/seed={seed}.pt"),
+        run_key(spec, seed, snakemake.params.code),
+        policy["every_rounds"],
+        policy["every_seconds"],
+    )
+    info = train(
+        spec,
+        seed,
+        inp.get("data"),  # absent for a generated problem
+        inp.get(f"partition{suffix(seed)}"),
+        RunOutputs(*(out[f"{name}{suffix(seed)}"] for name in FILES)),
+        threads=snakemake.threads,
+        log=log,
+        init=inp.get(f"init{suffix(seed)}"),  # init_from: the other run's final model
+        checkpoint=checkpoint,
+        memory_budget=snakemake.resources.get(
+            "memory_budget", "auto"
+        ),  # --set-resources train:memory_budget=N
+    )
+    print(
+        f"seed {seed}: status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s "
+        f"on {info['device']}"
+    )
