@@ -3,7 +3,8 @@
 What a user relies on: both write byte-identical files (metrics, per-client metrics, final model, artifacts),
 with a second stage (``init_from``) and a diverging run among them; a run job is one Snakemake job per run
 and carries the rule ``train``'s resources and ``--set-resources train:...``; a run on one seed trains in
-rule ``train`` either way; a bad value stops before any job runs.
+rule ``train`` either way; ``--forcerun`` with the rules ``--list-rules`` names forces both; a bad value stops
+before any job runs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ CONFIG = {
         "single": {**TINY_STUDY, "seeds": [3], "runs": {"fedavg": {"algorithm": "fedavg"}}},
     }
 }
+
+
+def train_rules(repo: Path) -> list[str]:
+    """The training rules ``snakemake --list-rules`` names (``train`` and ``train_run_<i>``), as config/README.md
+    tells a user to force every training job."""
+    rules = snakemake(repo, "--list-rules").stdout.split()
+    return [rule for rule in rules if rule.startswith("train")]
 
 
 def run_bytes(repo: Path) -> dict[str, bytes]:
@@ -62,7 +70,7 @@ def test_a_job_per_run_writes_what_a_job_per_seed_writes(repos):
 
 
 def test_a_run_job_is_one_job_per_run_and_a_one_seed_run_trains_alone(repos):
-    jobs = run_jobs(repos["run"], "-n", "--forcerun", "train", "train_run_0")
+    jobs = run_jobs(repos["run"], "-n", "--forcerun", *train_rules(repos["run"]))
     runs = sorted(w["key"] for rule, w, _ in jobs if rule == "train_run_0")
     assert runs == sorted(f"tiny/{run}" for run in TINY_STUDY["runs"])
     assert [(w["study"], w["seed"]) for rule, w, _ in jobs if rule == "train"] == [("single", "3")]

@@ -67,3 +67,4 @@ for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
             "../scripts/train.py"
 
     workflow.ruleorder(f"train_run_{_index}", "train")
+
