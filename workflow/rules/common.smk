@@ -149,15 +149,19 @@ def run_jobs():
     return groups
 
 
-def split_key(wildcards):
-    """A run job's `{key}` wildcard ("study/run") as (study, run)."""
-    return tuple(wildcards.key.split("/", 1))
+def train_job(wildcards):
+    """(study, run, seeds) of a training job: rule `train`'s one seed, or a run job's (`{key}` = "study/run")
+    seeds. The getters below read either kind of job's wildcards through it."""
+    if "key" in wildcards.keys():
+        study, run = wildcards.key.split("/", 1)
+        return study, run, STUDIES[study].seeds_of(run)
+    return wildcards.study, wildcards.run, [int(wildcards.seed)]
 
 
-def get_run_job_input(wildcards, seeds):
-    """The inputs of the job that trains run `key` on `seeds`: the data, and each seed's partition and
-    `init_from` model (named `partition_<seed>`, `init_<seed>`), as `get_train_input` gives for one seed."""
-    study, run = split_key(wildcards)
+def get_run_job_input(wildcards):
+    """The inputs of a run job: the data, and each seed's partition and `init_from` model (named
+    `partition_<seed>`, `init_<seed>`), as `get_train_input` gives for one seed."""
+    study, run, seeds = train_job(wildcards)
     inputs = {}
     for seed in seeds:
         one = get_train_input(SimpleNamespace(study=study, run=run, seed=str(seed)))
@@ -166,61 +170,47 @@ def get_run_job_input(wildcards, seeds):
     return inputs
 
 
-def get_run_job_spec(wildcards):
-    study, run = split_key(wildcards)
-    return STUDIES[study].run_json(run)
-
-
-def get_run_job_code(wildcards):
-    study, run = split_key(wildcards)
-    return get_run_code(SimpleNamespace(study=study, run=run))
-
-
-def get_run_job_memory_budget(wildcards):
-    study, run = split_key(wildcards)
-    return get_memory_budget(SimpleNamespace(study=study, run=run))
-
-
-def run_job_resources(wildcards, attempt=1, seeds=1):
-    """A run job's runtime (its seeds' in turn), memory and GPUs (hetfl.resources)."""
-    study, run = split_key(wildcards)
-    return train_resources(STUDIES[study], run, attempt, seeds)
-
-
 # What `--set-resources train:...` (or a profile's `set-resources: train:`) sets, for the run jobs too.
 TRAIN_SET_RESOURCES = {name: value.raw for name, value in _train_set.items()}
 
 
 def get_run_spec(wildcards):
-    return STUDIES[wildcards.study].run_json(wildcards.run)
+    study, run, _ = train_job(wildcards)
+    return STUDIES[study].run_json(run)
 
 
 def get_run_code(wildcards):
-    s, r = STUDIES[wildcards.study], STUDIES[wildcards.study].spec(wildcards.run)
+    study, run, _ = train_job(wildcards)
+    s, r = STUDIES[study], STUDIES[study].spec(run)
     model = None if s.problem else r.settings["model"]  # the spec: name: torch fingerprints the user's module
     return train_fingerprint(r.algorithm, s.problem and s.problem["name"], model)
 
 
 def get_train_runtime(wildcards, attempt):
-    """Minutes a training job may run on a cluster: from its run's size, more at each retry (hetfl.resources)."""
-    return train_resources(STUDIES[wildcards.study], wildcards.run, attempt).runtime
+    """Minutes a training job may run on a cluster: from its run's size and its seeds (a run job trains them
+    in turn), more at each retry (hetfl.resources)."""
+    study, run, seeds = train_job(wildcards)
+    return train_resources(STUDIES[study], run, attempt, len(seeds)).runtime
 
 
 def get_train_mem_mb(wildcards, attempt):
     """Memory (MB) of a training job on a cluster: from its run's size, more at each retry."""
-    return train_resources(STUDIES[wildcards.study], wildcards.run, attempt).mem_mb
+    study, run, _ = train_job(wildcards)
+    return train_resources(STUDIES[study], run, attempt).mem_mb
 
 
 def get_memory_budget(wildcards):
     """The run's memory_budget (MiB, or auto): how many clients a batched call takes, never what it computes.
     A number that is not whole goes as its text: Snakemake would round a float resource to an integer."""
-    budget = STUDIES[wildcards.study].memory_budget(wildcards.run)
+    study, run, _ = train_job(wildcards)
+    budget = STUDIES[study].memory_budget(run)
     return budget if isinstance(budget, str) or budget == int(budget) else repr(float(budget))
 
 
 def get_train_gpu(wildcards):
     """GPUs of a training job on a cluster: 1 for a run with `device: cuda`, else 0."""
-    return train_resources(STUDIES[wildcards.study], wildcards.run).gpu
+    study, run, _ = train_job(wildcards)
+    return train_resources(STUDIES[study], run).gpu
 
 
 def study_runs(study):

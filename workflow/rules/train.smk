@@ -2,11 +2,7 @@ rule train:
     input:
         unpack(get_train_input),
     output:
-        metrics="results/runs/{study}/{run}/seed={seed}/metrics.csv",
-        client_metrics="results/runs/{study}/{run}/seed={seed}/metrics_clients.csv",
-        info="results/runs/{study}/{run}/seed={seed}/run.json",
-        model="results/runs/{study}/{run}/seed={seed}/final.pt",
-        artifacts="results/runs/{study}/{run}/seed={seed}/artifacts.npz",
+        **{kind: f"results/runs/{{study}}/{{run}}/seed={{seed}}/{file}" for kind, file in RUN_FILES.items()},
     params:
         spec=get_run_spec,
         code=get_run_code,
@@ -36,7 +32,7 @@ for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
         name:
             f"train_run_{_index}"
         input:
-            unpack(lambda wildcards, seeds=_seeds: get_run_job_input(wildcards, seeds)),
+            unpack(get_run_job_input),
         output:
             **{
                 f"{kind}_{seed}": f"results/runs/{{key}}/seed={seed}/{file}"
@@ -44,8 +40,8 @@ for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
                 for kind, file in RUN_FILES.items()
             },
         params:
-            spec=get_run_job_spec,
-            code=get_run_job_code,
+            spec=get_run_spec,
+            code=get_run_code,
         conda:
             ENV
         log:
@@ -56,13 +52,11 @@ for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
             key="|".join(re.escape(k) for k in _keys),
         threads: 1
         resources:
-            **{
-                "runtime": lambda wildcards, attempt, n=len(_seeds): run_job_resources(wildcards, attempt, n).runtime,
-                "mem_mb": lambda wildcards, attempt: run_job_resources(wildcards, attempt).mem_mb,
-                "gpu": lambda wildcards: run_job_resources(wildcards).gpu,
-                "memory_budget": get_run_job_memory_budget,
-                **TRAIN_SET_RESOURCES,  # --set-resources train:... (or a profile's): for every training job
-            },
+            runtime=get_train_runtime,
+            mem_mb=get_train_mem_mb,
+            gpu=get_train_gpu,
+            memory_budget=get_memory_budget,
+            **TRAIN_SET_RESOURCES,  # --set-resources train:... (or a profile's): for every training job
         script:
             "../scripts/train.py"
 

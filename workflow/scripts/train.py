@@ -2,6 +2,7 @@
 `train_jobs: run` (rules train_run_*), each seed of one run in turn, in this one process."""
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 from hetfl.logs import redirect
@@ -20,7 +21,7 @@ if "key" in wc.keys():  # a run's job: outputs <file>_<seed>, inputs partition_<
 else:
     study, run, seeds = wc.study, wc.run, [int(wc.seed)]
     suffix = lambda seed: ""  # noqa: E731
-FILES = ("metrics", "client_metrics", "info", "model", "artifacts")  # hetfl.train.RunOutputs, in order
+FILES = [f.name for f in fields(RunOutputs)]  # the outputs' names, as rule train names them
 
 spec = json.loads(snakemake.params.spec)
 if "choice" in inp.keys():  # a tuned run: the hyper-parameters its tuning chose
@@ -44,9 +45,8 @@ for seed in seeds:
         log=log,
         init=inp.get(f"init{suffix(seed)}"),  # init_from: the other run's final model
         checkpoint=checkpoint,
-        memory_budget=snakemake.resources.get(
-            "memory_budget", "auto"
-        ),  # --set-resources train:memory_budget=N
+        # --set-resources train:memory_budget=N
+        memory_budget=snakemake.resources.get("memory_budget", "auto"),
     )
     print(
         f"seed {seed}: status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s "
