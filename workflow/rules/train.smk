@@ -52,11 +52,13 @@ for _index, (_seeds, _keys) in enumerate(run_jobs().items()):
             key="|".join(re.escape(k) for k in _keys),
         threads: 1
         resources:
-            runtime=get_train_runtime,
-            mem_mb=get_train_mem_mb,
-            gpu=get_train_gpu,
-            memory_budget=get_memory_budget,
-            **TRAIN_SET_RESOURCES,  # --set-resources train:... (or a profile's): for every training job
+            **{
+                "runtime": get_train_runtime,
+                "mem_mb": get_train_mem_mb,
+                "gpu": get_train_gpu,
+                "memory_budget": get_memory_budget,
+                **TRAIN_SET_RESOURCES,  # --set-resources train:... (or a profile's): for every training job
+            },
         script:
             "../scripts/train.py"
 
