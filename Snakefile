@@ -14,12 +14,20 @@ if not workflow.config_settings.configfiles:
 report: "workflow/report/workflow.rst"
 
 
+# A training job takes one `train_slots`. With `--resources train_slots=1` (profiles/slurm) that is a limit per
+# submitted group job, not for the whole run: a group of short training jobs runs them one after another on
+# one core (common.smk, get_train_group).
+resource_scopes:
+    train_slots="local",
+
+
 # On a cluster (profiles/slurm) only training jobs are submitted; these run on the submitting (login) node:
 # `data` may download (compute nodes often have no internet), the others take seconds, less than a queue's wait.
 localrules:
     all,
     data,
     partition,
+    partition_stats,
     aggregate,
     claims,
     figure,
@@ -38,6 +46,6 @@ include: "workflow/rules/tune.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True

@@ -21,9 +21,9 @@ import pytest
 import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
-from hetfl.config import ConfigError, build_suite, resolve_checkpoint
+from hetfl.config import ConfigError, build_suite
 from hetfl.data import load_dataset, make_partition
-from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
+from hetfl.engine.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from hetfl.engine.participation import participation_schedule
 from hetfl.problems import build_problem, normalize_problem_spec
 from hetfl.train import Checkpointing, RunOutputs, run_key, train

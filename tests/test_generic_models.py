@@ -374,7 +374,7 @@ def test_editing_a_user_model_file_changes_exactly_the_fingerprints_of_its_runs(
     }
 
     def fingerprints():
-        fp._parse.cache_clear()
+        fp.clear_cache()
         out = {p: train_fingerprint("fedavg", model=spec) for p, spec in specs.items()}
         return {
             **out,
@@ -394,7 +394,7 @@ def test_editing_a_user_model_file_changes_exactly_the_fingerprints_of_its_runs(
     layers.write_text(layers.read_text().replace("torch.tanh", "torch.relu"))
     again = fingerprints()
     assert {k for k in after if after[k] != again[k]} == {"usermodels_b"}
-    fp._parse.cache_clear()
+    fp.clear_cache()
 
 
 def test_editing_the_generic_path_reruns_its_models_only(tmp_path, monkeypatch):
@@ -409,7 +409,7 @@ def test_editing_the_generic_path_reruns_its_models_only(tmp_path, monkeypatch):
     torch_model = normalize_model_spec(torch_spec("TanhNet"), "m")
 
     def fingerprints():
-        fp._parse.cache_clear()
+        fp.clear_cache()
         names = ("mlr", "dnn", "cnn", "vgg11", "resnet18", "char_lstm")
         return {
             **{n: train_fingerprint("fedavg", model=n) for n in names},
@@ -420,7 +420,7 @@ def test_editing_the_generic_path_reruns_its_models_only(tmp_path, monkeypatch):
     path = root / "models" / "generic.py"
     path.write_text(path.read_text() + "\n_EXTRA = 1\n")
     after = fingerprints()
-    fp._parse.cache_clear()
+    fp.clear_cache()
     assert {k for k in before if before[k] != after[k]} == {"resnet18", "char_lstm", "torch"}
 
 

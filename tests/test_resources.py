@@ -104,6 +104,7 @@ def dry_run(tmp_path_factory) -> str:
     profile = root / "profiles/slurm/config.yaml"  # a site's settings instead of the refused placeholders
     settings = yaml.safe_load(profile.read_text())
     settings["default-resources"].update(slurm_account="lab", slurm_partition="batch")
+    settings["set-resources"]["train_gpu"]["slurm_partition"] = "gpus"
     profile.write_text(yaml.safe_dump(settings, sort_keys=False))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "-n"],
@@ -116,13 +117,40 @@ def dry_run(tmp_path_factory) -> str:
 
 
 def test_the_slurm_profile_gives_training_jobs_their_resources(dry_run):
-    jobs = re.findall(r"\n(?:local)?rule (\w+):\n(.*?)(?=\n\[|\n\n|\Z)", dry_run, re.S)
-    trains = [body for rule, body in jobs if rule.startswith("train_run_")]  # train_jobs: run, the default
-    assert len(trains) == len(TINY_STUDY["runs"]) and not [rule for rule, _ in jobs if rule == "train"]
-    for body in trains:
-        run = re.search(r"key=tiny/([\w.=+-]+)", body).group(1)
-        res = re.search(r"resources: (.*)", body).group(1)
-        assert f"gpu={int(run == 'fedavg')}" in res.split(", "), res
-        assert f"runtime={resources.RUNTIME_FLOOR}" in res.split(", ")
-        assert f"mem_mb={resources.MEM_FLOOR_MB}" in res.split(", ")
-        assert "slurm_account=lab" in res and "slurm_partition=batch" in res
+    jobs = re.findall(r"\n(?:    )?(?:local)?rule (\w+):\n(.*?)(?=\n\[|\n\n|\n    \[|\Z)", dry_run, re.S)
+    trains = {re.search(r"key=tiny/([\w.=+-]+)", body).group(1): (rule, body) for rule, body in jobs
+              if rule.startswith("train")}  # fmt: skip
+    assert trains.keys() == TINY_STUDY["runs"].keys()  # train_jobs: run, the default: one job per run
+    assert not [rule for rule, _ in jobs if rule == "train"]
+    group = 8  # profiles/slurm: group-components train_short=8
+    for run, (rule, body) in trains.items():
+        res = re.search(r"resources: (.*)", body).group(1).split(", ")
+        assert "slurm_account=lab" in res, res
+        if run == "fedavg":  # device: cuda: the GPU rule, partition and floor, not in a group
+            assert rule == "train_gpu_seeds_0_1" and "gpu=1" in res and "slurm_partition=gpus" in res, res
+            assert f"runtime={resources.RUNTIME_FLOOR}" in res
+        elif run == "fedavg_ft":  # starts from fedavg's GPU job: a job of its own, with the whole floor
+            assert rule == "train_seeds_0_1" and "gpu=0" in res and "slurm_partition=batch" in res, res
+            assert f"runtime={resources.RUNTIME_FLOOR}" in res
+        else:  # short CPU jobs: each at least its share of the floor, in groups
+            assert rule == "train_seeds_0_1" and "gpu=0" in res and "slurm_partition=batch" in res, res
+            assert f"runtime={-(-resources.RUNTIME_FLOOR // group)}" in res
+        assert f"mem_mb={resources.MEM_FLOOR_MB}" in res
+    groups = re.findall(r"Group job train_short .*?\n\n(.*?)(?=\n\[|\Z)", dry_run, re.S)
+    members = [re.findall(r"key=tiny/([\w.=+-]+)", g) for g in groups]
+    assert sorted(run for m in members for run in m) == sorted(set(trains) - {"fedavg", "fedavg_ft"})
+    assert len(groups) == 1  # 3 short jobs: one group of up to 8
+
+
+def test_a_short_job_is_a_cpu_job_within_the_floor():
+    s = study()
+    assert resources.is_short(s, "fedavg") and resources.is_short(s, "fedavg", seeds=3)
+    assert not resources.is_short(study(device="cuda"), "fedavg")  # GPU jobs are never grouped
+    assert not resources.is_short(study(**BIG), "fedavg")
+    grouped = train_resources(s, "fedavg", group=8)
+    assert (
+        grouped.runtime == -(-resources.RUNTIME_FLOOR // 8)
+        and grouped.mem_mb == train_resources(s, "fedavg").mem_mb
+    )
+    with pytest.raises(ValueError, match="group must be >= 1"):
+        train_resources(s, "fedavg", group=0)

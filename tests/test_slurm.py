@@ -6,9 +6,13 @@ stops it afterwards. The tests skip only where that cannot install the packages 
 
 Checked, each in a copy of the repository whose profile names the test cluster's partition and account:
 
-- a tiny study run with ``snakemake --profile profiles/slurm`` sends every training job through sbatch, keeps
-  the light stages on the submitting node (``localrules``), and its results (``metrics.csv``,
+- a tiny study run with ``snakemake --profile profiles/slurm`` sends its short training jobs through sbatch as one
+  group (``group-components: train_short=8``: one SLURM job on one core, asking for the sum of their runtimes),
+  keeps the light stages on the submitting node (``localrules``), and its results (``metrics.csv``,
   ``metrics_clients.csv`` of every run, ``summary.csv``) equal a local run's byte for byte;
+- a run with ``device: cuda`` goes to the GPU partition that ``set-resources: train_gpu:`` names, with a GPU
+  (the test cluster's node has one GRES "gpu" without a device, so the job is placed, then stops: no CUDA),
+  while a CPU run beside it stays on the default partition without one;
 - a training job cancelled while it runs (``scancel``) fails cleanly (no output left that Snakemake would take
   as complete, the other jobs done, its checkpoint kept), and the next run redoes exactly that job, resuming
   from its last checkpoint, to metrics equal to an uninterrupted run's byte for byte.
@@ -35,15 +39,19 @@ pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "tests/slurm/cluster.sh"
 PARTITION, ACCOUNT = "hetfl", "hetfl-test"  # written by cluster.sh; any account goes without accounting
+GPU_PARTITION = "gpu"  # cluster.sh's second partition
 
 # The tiny study, light on this 2-core machine (a SLURM job starts Snakemake twice, then the training script):
-# two seeds trained by one job per run (train_jobs: run, the default: rule train_run_0 on the compute node),
-# two runs (no diverging run, no second stage: a second wave of jobs costs half a minute, as the plugin
-# checks 1, 12, 33 s after submission), one figure.
+# two seeds trained by one job per run (train_jobs: run, the default: rule train_seeds_0_1), every run's job in
+# one group (no diverging run), one figure. Two second-stage runs start from fedavg's final model: inside the
+# group they wait for it together, as the FFGG studies' runs wait for their `pretrain` run.
 TINY = {
     **TINY_STUDY,
     "seeds": [0, 1],
-    "runs": {k: TINY_STUDY["runs"][k] for k in ("fedavg", "pfedme")},
+    "runs": {
+        **{k: TINY_STUDY["runs"][k] for k in ("fedavg", "pfedme", "fedavg_ft")},
+        "fedavg_ft3": {**TINY_STUDY["runs"]["fedavg_ft"], "finetune_steps": 3},
+    },
     "figures": ["test_acc_personal"],
 }
 # A run long enough to be cancelled while it trains (10-20 s here, a checkpoint every round), and a short one
@@ -60,8 +68,22 @@ FAULT = {
     "figures": ["test_acc_global"],
 }
 LONG_LOG = "logs/train/fault/long/seed=0.log"
+# The fault test's two short jobs each submitted as a group of its own: one job is cancelled, not both.
+ALONE = ("--group-components", "train_short=1")
+GROUP_LOGS = "group_train_short_train"  # where the plugin writes the SLURM log of a group job of rule train
+# A run on the GPU beside one on the CPU, one seed each.
+PLACED = {**FAULT, "runs": {"cpu": {"algorithm": "fedavg"}, "gpu": {"algorithm": "fedavg", "device": "cuda"}}}
 # the Snakefile's localrules: never submitted
-LOCAL_RULES = {"all", "data", "partition", "aggregate", "claims", "figure", "report_tables"}
+LOCAL_RULES = {
+    "all",
+    "data",
+    "partition",
+    "partition_stats",
+    "aggregate",
+    "claims",
+    "figure",
+    "report_tables",
+}
 
 
 def copy_repo(root: Path, studies: dict, extra: dict | None = None) -> Path:
@@ -70,6 +92,7 @@ def copy_repo(root: Path, studies: dict, extra: dict | None = None) -> Path:
     profile = root / "profiles/slurm/config.yaml"
     settings = yaml.safe_load(profile.read_text())
     settings["default-resources"].update(slurm_account=ACCOUNT, slurm_partition=PARTITION)
+    settings["set-resources"]["train_gpu"]["slurm_partition"] = GPU_PARTITION
     # no accounting database here (squeue keeps finished jobs an hour), and a quick first status check
     settings.update({"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1})
     profile.write_text(yaml.safe_dump(settings, sort_keys=False))
@@ -89,19 +112,30 @@ def snakemake(cwd: Path, env: dict, *args: str, check: bool = True) -> subproces
 
 
 def jobs_of(log: str) -> list[dict]:
-    """The jobs a Snakemake log announces: rule, Snakemake job id, wildcards, and the SLURM job id if submitted."""
+    """The jobs a Snakemake log announces: rule, Snakemake job id, wildcards, resources, whether it ran in a
+    group job (``group``), and the SLURM job id if submitted on its own."""
     jobs = {}
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", log):
+    for block in re.split(r"\n(?=(?:    )?(?:local)?rule \w+:|\[.*\] Group job)", log):
         head = re.match(r"(?:local)?rule (\w+):", block.strip())
         jobid = re.search(r"^\s+jobid: (\d+)", block, re.M)
         if not head or not jobid:
             continue
         wc = re.search(r"^\s+wildcards: (.*)", block, re.M)
         wildcards = dict(p.split("=", 1) for p in wc.group(1).split(", ")) if wc else {}
-        jobs[jobid.group(1)] = {"rule": head.group(1), "wildcards": wildcards, "slurm": None}
+        res = re.search(r"^\s+resources: (.*)", block, re.M)
+        resources = dict(p.split("=", 1) for p in res.group(1).split(", ")) if res else {}
+        group = block.startswith("    ")  # a group's members are indented
+        jobs[jobid.group(1)] = {
+            "rule": head.group(1), "wildcards": wildcards, "resources": resources, "group": group, "slurm": None
+        }  # fmt: skip
     for job, slurm in re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", log):
         jobs[job]["slurm"] = slurm
     return list(jobs.values())
+
+
+def group_submissions(log: str) -> list[str]:
+    """The SLURM job ids of the group jobs a Snakemake log submitted (a group's Snakemake id is a UUID)."""
+    return re.findall(r"Job [0-9a-f]{8}-[0-9a-f-]+ has been submitted with SLURM jobid (\d+)", log)
 
 
 def last_log(repo: Path) -> str:
@@ -109,21 +143,34 @@ def last_log(repo: Path) -> str:
     return sorted((repo / ".snakemake/log").glob("*.snakemake.log"))[-1].read_text()
 
 
-def slurm_states(env: dict, ids: list[str]) -> dict[str, str]:
-    """SLURM job id -> state (squeue keeps finished jobs for MinJobAge, an hour here)."""
+def slurm_jobs(env: dict, ids: list[str], fields: str = "%T") -> dict[str, str]:
+    """SLURM job id -> its squeue ``fields`` (default: the state; squeue keeps finished jobs for MinJobAge, an
+    hour here)."""
     out = subprocess.run(
-        ["squeue", "--states=all", "-h", "-o", "%i|%T", "-j", ",".join(ids)],
+        ["squeue", "--states=all", "-h", "-o", f"%i|{fields}", "-j", ",".join(ids)],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return dict(line.split("|") for line in out.split())
+    return dict(line.split("|", 1) for line in out.splitlines())
+
+
+def scontrol_job(env: dict, job: str) -> str:
+    """What ``scontrol show job`` says of a SLURM job (its partition, the GPUs it asked for: ``TresPerJob``)."""
+    return subprocess.run(
+        ["scontrol", "show", "job", job], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def slurm_states(env: dict, ids: list[str]) -> dict[str, str]:
+    """SLURM job id -> state."""
+    return slurm_jobs(env, ids)
 
 
 def planned_trains(repo: Path, env: dict) -> list[tuple[str, str]]:
     """The (run, seed) of every training job a dry run of the slurm profile plans."""
-    out = snakemake(repo, env, "--profile", "profiles/slurm", "-n").stdout
+    out = snakemake(repo, env, "--profile", "profiles/slurm", "-n", *ALONE).stdout
     return sorted(
         (j["wildcards"]["run"], j["wildcards"]["seed"]) for j in jobs_of(out) if j["rule"] == "train"
     )
@@ -202,20 +249,44 @@ def test_a_study_runs_through_sbatch_and_equals_a_local_run(cluster, local, tmp_
     repo = copy_repo(tmp_path / "repo", {"tiny": TINY})
     snakemake(repo, cluster, "--profile", "profiles/slurm")
 
-    jobs = jobs_of(last_log(repo))
+    log = last_log(repo)
+    jobs = jobs_of(log)
     trains = [j for j in jobs if j["rule"].startswith("train")]
-    assert {j["rule"] for j in trains} == {"train_run_0"}  # one job per run, its two seeds in turn
+    assert {j["rule"] for j in trains} == {"train_seeds_0_1"}  # one job per run, its two seeds in turn
     assert {j["wildcards"]["key"] for j in trains} == {f"tiny/{run}" for run in TINY["runs"]}
-    assert all(j["slurm"] for j in trains), trains
-    assert {j["rule"] for j in jobs if not j["slurm"]} == LOCAL_RULES, jobs
-    ids = [j["slurm"] for j in jobs if j["slurm"]]
-    assert len(set(ids)) == len(ids)
-    assert set(slurm_states(cluster, ids).values()) == {"COMPLETED"}
+    assert all(j["group"] for j in trains), trains  # short: submitted together, as one group
+    (group,) = group_submissions(log)
+    assert {j["rule"] for j in jobs if not j["slurm"] and not j["group"]} == LOCAL_RULES, jobs
+    assert not [j for j in jobs if j["slurm"]]  # nothing else was submitted
+    runtime = sum(int(j["resources"]["runtime"]) for j in trains)
+    assert slurm_jobs(cluster, [group], "%T|%C|%l|%P") == {group: f"COMPLETED|1|{runtime}:00|{PARTITION}"}
 
     assert run_files(repo, "tiny", TINY["runs"], TINY["seeds"]) == run_files(
         local.repo(), "tiny", TINY["runs"], TINY["seeds"]
     )
     assert "Nothing to be done" in snakemake(repo, cluster, "--profile", "profiles/slurm", "-n").stdout
+
+
+def test_a_gpu_run_goes_to_the_gpu_partition_and_a_cpu_run_does_not(cluster, tmp_path):
+    repo = copy_repo(tmp_path / "repo", {"placed": PLACED})
+    proc = snakemake(repo, cluster, "--profile", "profiles/slurm", "--retries", "0", check=False)
+    assert proc.returncode != 0  # the GPU job has no CUDA on this node
+
+    log = last_log(repo)
+    trains = {j["wildcards"]["key"] if "key" in j["wildcards"] else j["wildcards"]["run"]: j for j in jobs_of(log)
+              if j["rule"].startswith("train")}  # fmt: skip
+    assert trains["placed/gpu"]["rule"] == "train_gpu" and trains["cpu"]["rule"] == "train"
+    assert trains["placed/gpu"]["resources"]["gpu"] == "1" and trains["cpu"]["resources"]["gpu"] == "0"
+    assert not trains["placed/gpu"]["group"] and trains["cpu"]["group"]  # short CPU jobs only are grouped
+    gpu_job = trains["placed/gpu"]["slurm"]
+    (cpu_group,) = group_submissions(log)
+    assert slurm_jobs(cluster, [gpu_job, cpu_group], "%P|%T") == {
+        gpu_job: f"{GPU_PARTITION}|FAILED",
+        cpu_group: f"{PARTITION}|COMPLETED",
+    }
+    assert "TresPerJob=gres:gpu:1" in scontrol_job(cluster, gpu_job)
+    assert "TresPerJob" not in scontrol_job(cluster, cpu_group)
+    assert "torch.cuda.is_available() is False" in (repo / "logs/train/placed/gpu/seed=0.log").read_text()
 
 
 def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen, log: Path):
@@ -240,7 +311,7 @@ def test_a_cancelled_training_job_fails_cleanly_and_resumes_alone(cluster, local
     # no retries: the cancelled job stays failed, as after its last retry
     with open(logfile, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--retries", "0"],
+            [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--retries", "0", *ALONE],
             cwd=repo,
             env=cluster,
             stdout=log,
@@ -249,10 +320,11 @@ def test_a_cancelled_training_job_fails_cleanly_and_resumes_alone(cluster, local
         )
     try:
 
-        def slurm_id():
-            for job in jobs_of(logfile.read_text()):
-                if job["rule"] == "train" and job["wildcards"]["run"] == "long" and job["slurm"]:
-                    return job["slurm"]
+        def slurm_id():  # the group job whose SLURM log names the long run (each job is a group of its own)
+            for job in group_submissions(logfile.read_text()):
+                path = repo / f".snakemake/slurm_logs/{GROUP_LOGS}/{job}.log"
+                if path.exists() and "run=long" in path.read_text():
+                    return job
 
         def mid_run():  # the last evaluated round, once past a quarter of the rounds
             path = run_dir / "metrics.csv"
@@ -271,16 +343,17 @@ def test_a_cancelled_training_job_fails_cleanly_and_resumes_alone(cluster, local
             proc.wait(timeout=30)
     out = logfile.read_text()
     assert slurm_states(cluster, [job]) == {job: "CANCELLED"}
-    assert re.search(rf"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'", out), out[-3000:]
-    assert (repo / f".snakemake/slurm_logs/rule_train/fault_long_0/{job}.log").exists()  # kept: it failed
+    assert re.search(rf"Error in group train_short\n\s+log: \S+/{GROUP_LOGS}/{job}\.log", out), out[-3000:]
+    assert (repo / f".snakemake/slurm_logs/{GROUP_LOGS}/{job}.log").exists()  # kept: it failed
     assert not any((run_dir / name).exists() for name in ("metrics.csv", "run.json", "final.pt")), out[-3000:]
     assert (repo / "results/runs/fault/short/seed=0/run.json").exists()
     assert checkpoint.exists()
 
     assert planned_trains(repo, cluster) == [("long", "0")]
-    snakemake(repo, cluster, "--profile", "profiles/slurm")
+    snakemake(repo, cluster, "--profile", "profiles/slurm", *ALONE)
     redone = [j for j in jobs_of(last_log(repo)) if j["rule"] == "train"]
-    assert [(j["wildcards"]["run"], bool(j["slurm"])) for j in redone] == [("long", True)]
+    assert [(j["wildcards"]["run"], j["group"]) for j in redone] == [("long", True)]
+    assert len(group_submissions(last_log(repo))) == 1
     resumed = re.search(r"resuming from the checkpoint after round (\d+)", (repo / LONG_LOG).read_text())
     assert resumed and evaluated <= int(resumed.group(1)) < LONG_ROUNDS
     assert json.loads((run_dir / "run.json").read_text())["resumed_from_round"] == int(resumed.group(1))

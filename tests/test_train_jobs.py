@@ -31,7 +31,7 @@ CONFIG = {
 
 
 def train_rules(repo: Path) -> list[str]:
-    """The training rules ``snakemake --list-rules`` names (``train`` and ``train_run_<i>``), as config/README.md
+    """The training rules ``snakemake --list-rules`` names (``train`` and ``train_seeds_<seeds>``), as config/README.md
     tells a user to force every training job."""
     rules = snakemake(repo, "--list-rules").stdout.split()
     return [rule for rule in rules if rule.startswith("train")]
@@ -71,18 +71,18 @@ def test_a_job_per_run_writes_what_a_job_per_seed_writes(repos):
 
 def test_a_run_job_is_one_job_per_run_and_a_one_seed_run_trains_alone(repos):
     jobs = run_jobs(repos["run"], "-n", "--forcerun", *train_rules(repos["run"]))
-    runs = sorted(w["key"] for rule, w, _ in jobs if rule == "train_run_0")
+    runs = sorted(w["key"] for rule, w, _ in jobs if rule == "train_seeds_0_1")
     assert runs == sorted(f"tiny/{run}" for run in TINY_STUDY["runs"])
     assert [(w["study"], w["seed"]) for rule, w, _ in jobs if rule == "train"] == [("single", "3")]
     for rule, _, outputs in jobs:
-        if rule == "train_run_0":  # each seed's five files
+        if rule == "train_seeds_0_1":  # each seed's five files
             assert outputs.count("/seed=0/") == outputs.count("/seed=1/") == 5, outputs
     per_seed = run_jobs(repos["seed"], "-n", "--forcerun", "train")
     assert sorted((w["study"], w["run"], w["seed"]) for rule, w, _ in per_seed if rule == "train") == sorted(
         [("tiny", run, str(seed)) for run in TINY_STUDY["runs"] for seed in (0, 1)]
         + [("single", "fedavg", "3")]
     )
-    assert not [rule for rule, _, _ in per_seed if rule.startswith("train_run_")]
+    assert not [rule for rule, _, _ in per_seed if rule.startswith("train_seeds_")]
 
 
 def test_a_run_job_takes_the_training_jobs_set_resources(repos):
@@ -90,13 +90,13 @@ def test_a_run_job_takes_the_training_jobs_set_resources(repos):
         repos["run"],
         "-n",
         "--forcerun",
-        "train_run_0",
+        "train_seeds_0_1",
         "--set-resources",
         "train:runtime=77",
         "train:mem_mb=999",
     ).stdout
-    jobs = re.findall(r"\n(?:local)?rule (\w+):\n(.*?)(?=\n\[|\n\n|\Z)", out, re.S)
-    blocks = [body for rule, body in jobs if rule == "train_run_0"]
+    jobs = re.findall(r"\n(?:    )?(?:local)?rule (\w+):\n(.*?)(?=\n\[|\n\n|\n    \[|\Z)", out, re.S)
+    blocks = [body for rule, body in jobs if rule == "train_seeds_0_1"]
     assert len(blocks) == len(TINY_STUDY["runs"])
     for body in blocks:
         res = re.search(r"resources: (.*)", body).group(1).split(", ")
@@ -112,3 +112,13 @@ def test_a_bad_train_jobs_stops_before_any_job(repos):
     assert "train_jobs" in text and "often" in text and ("'run', 'seed'" in text or "run, seed" in text), text
     assert "rule train" not in proc.stdout and "Job stats" not in proc.stdout
     assert "Nothing to be done" in snakemake(repos["run"], "-n").stdout
+
+
+def test_a_run_rule_is_named_for_its_seeds_not_for_the_configs_order(repos):
+    """A study added before the others (on other seeds) leaves the names of their rules alone: a profile's
+    `set-resources: train_seeds_0_1:` keeps its meaning."""
+    first = repos["run"] / "first.yaml"
+    studies = {"added": {**TINY_STUDY, "seeds": [7, 8, 9]}, **CONFIG["studies"]}
+    first.write_text(yaml.safe_dump({"studies": studies}))
+    rules = snakemake(repos["run"], "--list-rules", "--configfile", str(first)).stdout.split()
+    assert [r for r in rules if r.startswith("train")] == ["train", "train_seeds_0_1", "train_seeds_7_8_9"]

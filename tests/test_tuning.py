@@ -11,7 +11,8 @@ import pytest
 
 from hetfl.config import build_suite
 from hetfl.errors import ConfigError
-from hetfl.tuning import apply_choice, parse_tune, select
+from hetfl.train import apply_choice
+from hetfl.tuning import parse_tune, select
 
 SEEDS = [7, 8]
 

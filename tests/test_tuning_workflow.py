@@ -4,6 +4,7 @@ on validation data, the run trains with the choice; changing the grid reruns onl
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -69,6 +70,38 @@ def test_changing_the_grid_reruns_only_that_runs_tuning(repo):
     trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
     assert trains == [("fedavg", "0"), ("fedavg@lr=0.1", "5"), ("fedavg@lr=0.1", "6")]
     assert sorted(w.get("run", "") for rule, w in jobs if rule == "tune") == ["fedavg"]
+
+
+def test_editing_apply_choice_retrains_with_the_choice(repo):
+    """`apply_choice`, which puts the chosen values into the tuned run's spec in its training job, is in the
+    training jobs' code fingerprint (it lives in hetfl.train, which every training job runs): a code change
+    to it replans the training (the tuned run's among them), and nothing upstream of it."""
+    path = repo / "src/hetfl/train.py"
+    original = path.read_text()
+    old = '    unknown = sorted(set(choice["hyperparameters"]) - set(spec["hyperparameters"]))\n'
+    assert original.count(old) == 1
+    try:
+        path.write_text(original.replace(old, old + "    unknown = list(unknown)\n"))
+        jobs = planned(repo)
+        trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
+        points = [(f"fedavg@lr={lr}", str(seed)) for lr in (0.0001, 0.3) for seed in (5, 6)]
+        assert trains == sorted([("fedavg", "0"), ("local", "0"), *points])
+        assert not [rule for rule, _ in jobs if rule in ("data", "partition", "partition_stats")]
+    finally:
+        path.write_text(original)
+    assert "Nothing to be done" in snakemake(repo, "-n").stdout
+
+
+def test_a_tuned_run_stays_out_of_the_short_jobs_groups(repo):
+    """profiles/slurm submits short training jobs in groups; a tuned run waits on its grid points through the
+    `tune` stage, so it is a job of its own (in a group with them, the group would wait on itself, which
+    Snakemake refuses)."""
+    out = snakemake(repo, "-n", "--forceall", "--group-components", "train_short=8").stdout
+    groups = re.findall(r"Group job train_short .*?\n\n(.*?)(?=\n\[|\Z)", out, re.S)
+    assert len(groups) == 1
+    grouped = re.findall(r"wildcards: (?:key|study)=t/?([^,\n]*)", groups[0])
+    assert "fedavg" not in grouped and "local" in str(groups[0]) and "fedavg@lr=0.3" in str(groups[0])
+    assert re.search(r"\nrule train:\n(?:.*\n)*?\s+wildcards: study=t, run=fedavg, seed=0", out)
 
 
 def test_the_selection_stage_runs_on_the_submitting_node():

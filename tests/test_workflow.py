@@ -168,18 +168,27 @@ def test_a_fractional_config_memory_budget_reaches_the_job_exactly(repo):
     half = repo / "half.yaml"
     half.write_text(yaml.safe_dump({"studies": {"tiny": {"memory_budget": 0.5}}}))
     out = snakemake(
-        repo, "-n", "--configfile", "config/config.yaml", str(half), "--forcerun", "train", "train_run_0"
+        repo, "-n", "--configfile", "config/config.yaml", str(half), "--forcerun", "train", "train_seeds_0_1"
     ).stdout
-    assert "rule train_run_0:" in out  # the tiny study's runs, two seeds each: one job per run
+    assert "rule train_seeds_0_1:" in out  # the tiny study's runs, two seeds each: one job per run
     assert "memory_budget=0.5," in out and "memory_budget=0," not in out
 
 
+def in_repo(*args: str) -> subprocess.CompletedProcess:
+    """``python -m <args>`` in the repository itself."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True)
+
+
 def test_lint_is_clean():
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True
-    )
+    proc = in_repo("snakemake", "--lint")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations" in proc.stdout + proc.stderr
+
+
+def test_the_workflow_is_formatted():
+    """`snakefmt --check` on the Snakefile and the rules (settings: pyproject.toml's [tool.snakefmt])."""
+    proc = in_repo("snakefmt", "--check", "Snakefile", "workflow/rules")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_a_users_configfile_runs_its_own_studies_only(repo):
@@ -201,3 +210,23 @@ def test_the_slurm_profile_refuses_its_placeholder_account(repo):
     proc = snakemake(repo, "-n", "--profile", "profiles/slurm", check=False)
     assert proc.returncode != 0
     assert "slurm_account is still the placeholder 'my_account'" in proc.stdout + proc.stderr
+
+
+def test_the_slurm_profile_refuses_its_gpu_placeholder_only_where_a_run_needs_a_gpu(repo):
+    """profiles/slurm ships `set-resources: train_gpu: slurm_partition: my_gpu_partition`: a suite with a
+    `device: cuda` run stops before any job and says which setting to fill in; one without trains as it is."""
+    site = [
+        "--profile",
+        "profiles/slurm",
+        "--default-resources",
+        "slurm_account=lab",
+        "slurm_partition=batch",
+    ]
+    gpu = repo / "gpu.yaml"
+    gpu.write_text(yaml.safe_dump({"studies": {"tiny": {"runs": {"fedavg": {"device": "cuda"}}}}}))
+    proc = snakemake(repo, "-n", *site, "--configfile", "config/config.yaml", str(gpu), check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "train_gpu: slurm_partition is still the placeholder 'my_gpu_partition'" in out, out[-2000:]
+    assert "tiny/fedavg" in out and "Job stats" not in out
+    assert "Nothing to be done" in snakemake(repo, "-n", *site).stdout  # no GPU run: no GPU partition needed

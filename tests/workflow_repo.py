@@ -47,16 +47,18 @@ def snakemake(
 
 
 def planned(cwd: Path, *args: str) -> list[tuple[str, dict]]:
-    """The jobs a dry run plans: (rule, wildcards). A job of ``train_jobs: run`` (rules ``train_run_*``,
-    wildcard ``key`` = study/run) counts as the ``train`` job of each seed it writes, so that tests of which
-    runs and seeds a change redoes read the same in both modes (``run_jobs`` lists the jobs as planned)."""
+    """The jobs a dry run plans: (rule, wildcards). A training job of any training rule (``train_seeds_*``,
+    ``train_gpu``, ``train_gpu_seeds_*``: wildcard ``key`` = study/run) counts as the ``train`` job of each seed
+    it writes, so that tests of which runs and seeds a change redoes read the same in every mode (``run_jobs``
+    lists the jobs as planned)."""
     jobs = []
     for rule, pairs, outputs in run_jobs(cwd, *args):
-        if not rule.startswith("train_run_"):
+        if rule == "train" or not rule.startswith("train_"):
             jobs.append((rule, pairs))
             continue
         study, run = pairs["key"].split("/", 1)
-        for seed in dict.fromkeys(re.findall(r"/seed=(\d+)/", outputs)):
+        seeds = [pairs["seed"]] if "seed" in pairs else dict.fromkeys(re.findall(r"/seed=(\d+)/", outputs))
+        for seed in seeds:
             jobs.append(("train", {"study": study, "run": run, "seed": seed}))
     return jobs
 
@@ -65,7 +67,9 @@ def run_jobs(cwd: Path, *args: str) -> list[tuple[str, dict, str]]:
     """The jobs a dry run plans, as planned: (rule, wildcards, the output line)."""
     out = snakemake(cwd, "-n", *args).stdout
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+    # a dry run lists the short training jobs as members of a group job, indented (profiles/slurm submits them
+    # so; a local run ignores groups)
+    for block in re.split(r"\n(?=(?:    )?(?:local)?rule \w+:)", out):
         head = re.match(r"(?:local)?rule (\w+):", block.strip())
         if not head:
             continue

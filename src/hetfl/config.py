@@ -35,6 +35,7 @@ from hetfl.claims import claim_terms, normalize_claims
 from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
+from hetfl.engine.checkpoint import CHECKPOINT_DEFAULTS, resolve_checkpoint
 from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
@@ -177,7 +178,6 @@ class Study:
 
 
 TOP_LEVEL_KEYS = ("select", "studies", "checkpoint", "train_jobs")
-CHECKPOINT_DEFAULTS = {"every_rounds": None, "every_seconds": 300}
 # ``train_jobs``: ``run``: one training job per run trains its seeds one after another (one process start,
 # about 2 s of Python and torch imports, instead of one per seed: the laptop default); ``seed``: one job per
 # seed (a cluster: the seeds run in parallel, each job is shorter). The files written are the same.
@@ -796,63 +796,56 @@ def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> S
     return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")), train_jobs)
 
 
-def resolve_checkpoint(value: Any) -> dict[str, Any]:
-    """The top-level ``checkpoint`` settings, defaults filled in (``CHECKPOINT_DEFAULTS``).
-
-    ``every_rounds``: save after every this many rounds (null: not by rounds); ``every_seconds``: save
-    at the first round end at least this many wall seconds after the last save (0: not by time).
-    Changing them never reruns a job (they are not part of a run's spec).
-
-    Raises:
-        ConfigError: unknown key or bad value, naming ``checkpoint.<key>``.
-    """
-    cfg = dict(CHECKPOINT_DEFAULTS)
-    for k, v in _require_mapping(value if value is not None else {}, "checkpoint").items():
-        if k not in CHECKPOINT_DEFAULTS:
-            raise ConfigError(f"checkpoint.{k}", "unknown key", allowed=CHECKPOINT_DEFAULTS)
-        if k == "every_rounds" and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ConfigError("checkpoint.every_rounds", f"expected an integer >= 1 or null, got {v!r}")
-        if k == "every_seconds" and (
-            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
-        ):
-            raise ConfigError(
-                "checkpoint.every_seconds", f"expected a finite number of seconds >= 0, got {v!r}"
-            )
-        cfg[k] = v
-    return cfg
-
-
-def train_fingerprint(algorithm: str, problem: str | None = None, model: str | dict | None = None) -> str:
-    """Code fingerprint of a training job of ``algorithm`` (on ``problem``, if any; with ``model``, on client
-    data): its module, the problem's or the model's module, the training driver, and everything they
-    import from hetfl. Registries are not followed (``hetfl.fingerprint``): adding an algorithm, problem,
-    model or dataset module changes no other job's fingerprint.
+def train_modules(algorithm: str, problem: str | None = None, model: str | dict | None = None) -> list[str]:
+    """The modules of a training job of ``algorithm`` (on ``problem``, if any; with ``model``, on client data)
+    that its script does not import by name, for its code fingerprint (``hetfl.fingerprint.stage_fingerprint``,
+    which adds the training script and what it and these import from hetfl): the algorithm's module, the
+    problem's or the model's. Registries are not followed (``hetfl.fingerprint``): adding an algorithm,
+    problem, model or dataset module changes no other job's fingerprint.
 
     ``model`` is a config name or the run's normalized model spec; the spec of ``name: torch`` adds the
     user's module that defines the ``nn.Module`` (``hetfl.models.model_modules``), so editing it reruns
     exactly the runs that use it."""
-    from hetfl.fingerprint import fingerprint
     from hetfl.models import model_modules
 
-    modules = [algorithm_module(algorithm, problem or FEDERATION), "hetfl.train"]
+    modules = [algorithm_module(algorithm, problem or FEDERATION)]
     modules += [problem_module(problem)] if problem else []
     modules += model_modules(model) if model else []
-    return fingerprint(modules)
+    return modules
+
+
+def data_modules(dataset: dict[str, Any]) -> list[str]:
+    """The module that builds a normalized dataset spec (its ``data`` job's own, not the other datasets')."""
+    from hetfl.data.registry import dataset_module
+
+    return [dataset_module(dataset["name"])]
+
+
+def partition_modules(partition: dict[str, Any]) -> list[str]:
+    """The scheme module of a normalized partition spec (its ``partition`` jobs' own, not the other
+    schemes')."""
+    from hetfl.data.partition import scheme_module
+
+    return [scheme_module(partition["scheme"])]
+
+
+def train_fingerprint(algorithm: str, problem: str | None = None, model: str | dict | None = None) -> str:
+    """The code fingerprint of a training job (its ``code`` param): the training script, the modules of
+    :func:`train_modules` and what they import from hetfl (``hetfl.fingerprint.stage_fingerprint``)."""
+    from hetfl.fingerprint import stage_fingerprint
+
+    return stage_fingerprint("train", train_modules(algorithm, problem, model))
 
 
 def data_fingerprint(dataset: dict[str, Any]) -> str:
-    """Code fingerprint of the ``data`` job of a normalized dataset spec: the registry and the dataset's
-    own module (with what they import), not the other datasets."""
-    from hetfl.data.registry import dataset_module
-    from hetfl.fingerprint import fingerprint
+    """The code fingerprint of the ``data`` job of a normalized dataset spec."""
+    from hetfl.fingerprint import stage_fingerprint
 
-    return fingerprint(["hetfl.data.registry", dataset_module(dataset["name"])])
+    return stage_fingerprint("data", data_modules(dataset))
 
 
 def partition_fingerprint(partition: dict[str, Any]) -> str:
-    """Code fingerprint of the ``partition`` jobs of a normalized partition spec: the partition driver,
-    the statistics and the scheme's own module, not the other schemes."""
-    from hetfl.data.partition import scheme_module
-    from hetfl.fingerprint import fingerprint
+    """The code fingerprint of the ``partition`` jobs of a normalized partition spec."""
+    from hetfl.fingerprint import stage_fingerprint
 
-    return fingerprint(["hetfl.data.partition", "hetfl.data.stats", scheme_module(partition["scheme"])])
+    return stage_fingerprint("partition", partition_modules(partition))

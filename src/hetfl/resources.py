@@ -18,6 +18,12 @@ The rule (constants below; a local run ignores all of it):
   tensors within the budget, in row chunks.
 - ``gpu = 1`` for a run with ``device: cuda`` (a study-level or per-run setting), else 0:
   ``device: auto`` uses a GPU only where the node it lands on has one.
+- **Short jobs go in groups.** A CPU job whose runtime before the floor is at most ``RUNTIME_FLOOR``
+  (:func:`is_short`) is one the cluster would see start and end within minutes: ``profiles/slurm`` submits
+  such jobs ``group`` at a time (Snakemake's ``group-components``), one after another on one core, so the
+  submitted job asks for the sum of their runtimes and the largest of their memories. The floor then
+  applies per submitted job: each of the ``group`` jobs asks for at least ``RUNTIME_FLOOR / group``
+  minutes, a full group for at least ``RUNTIME_FLOOR``.
 
 Override any of them for every training job with ``--set-resources train:runtime=...`` (or in the
 profile's ``set-resources``).
@@ -82,16 +88,40 @@ def run_size(study: Study, run: str) -> tuple[int, int, int, int]:
     return rounds, spec.num_clients, params, data_mb
 
 
-def train_resources(study: Study, run: str, attempt: int = 1, seeds: int = 1) -> TrainResources:
-    """The runtime, memory and GPUs of a training job of run ``run`` of ``study`` at ``attempt`` (1, 2, ...)
-    that trains ``seeds`` seeds one after another (``train_jobs: run``; 1 for a job per seed).
-
-    See the module docstring for the rule; the runtime is ``seeds`` times a seed's, the memory a seed's.
-    """
-    rounds, clients, params, data_mb = run_size(study, run)
+def train_minutes(study: Study, run: str, seeds: int = 1) -> float:
+    """The estimated minutes of a training job of run ``run`` of ``study`` that trains ``seeds`` seeds, before
+    the floor, the attempt and the cap (see the module docstring)."""
+    rounds, clients, params, _ = run_size(study, run)
     cuda = study.spec(run).settings["device"] == "cuda"
-    minutes = seeds * rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
-    runtime = min(RUNTIME_CAP, max(RUNTIME_FLOOR, math.ceil(minutes)) * attempt)
+    return seeds * rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
+
+
+def is_short(study: Study, run: str, seeds: int = 1) -> bool:
+    """Whether a training job of run ``run`` (``seeds`` seeds) is short: on the CPU (not ``device: cuda``) and
+    estimated at most ``RUNTIME_FLOOR`` minutes. ``profiles/slurm`` submits short jobs in groups."""
+    cuda = study.spec(run).settings["device"] == "cuda"
+    return not cuda and train_minutes(study, run, seeds) <= RUNTIME_FLOOR
+
+
+def train_resources(
+    study: Study, run: str, attempt: int = 1, seeds: int = 1, group: int = 1
+) -> TrainResources:
+    """The runtime, memory and GPUs of a training job of run ``run`` of ``study`` at ``attempt`` (1, 2, ...)
+    that trains ``seeds`` seeds one after another (``train_jobs: run``; 1 for a job per seed), submitted in a
+    group of ``group`` short jobs (1: a job of its own).
+
+    See the module docstring for the rule; the runtime is ``seeds`` times a seed's, the memory a seed's, the
+    runtime's floor ``RUNTIME_FLOOR / group``.
+
+    Raises:
+        ValueError: ``attempt``, ``seeds`` or ``group`` below 1.
+    """
+    if min(attempt, seeds, group) < 1:
+        raise ValueError(f"attempt, seeds and group must be >= 1, got {attempt}, {seeds}, {group}")
+    _, clients, params, data_mb = run_size(study, run)
+    cuda = study.spec(run).settings["device"] == "cuda"
+    floor = math.ceil(RUNTIME_FLOOR / group)
+    runtime = min(RUNTIME_CAP, max(floor, math.ceil(train_minutes(study, run, seeds))) * attempt)
     budget = study.spec(run).settings.get("memory_budget", "auto")
     states_mb = 0 if cuda else clients * params * STATE_BYTES / 2**20 if budget == "auto" else budget
     mem_mb = max(MEM_FLOOR_MB, math.ceil(MEM_BASE_MB + 3 * data_mb + states_mb)) * attempt

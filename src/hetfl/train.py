@@ -81,6 +81,31 @@ def run_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def apply_choice(spec: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
+    """A tuned run's spec with the chosen hyper-parameters in place (and ``tuned``: the choice), as its
+    training job runs it and its ``run.json`` records it (``hetfl.tuning``: how the choice is made).
+
+    Args:
+        spec: the run's resolved spec (``RunSpec.as_dict``); choice: the ``tune`` stage's choice.
+
+    Raises:
+        ValueError: the choice names a hyper-parameter the run's spec does not have.
+    """
+    unknown = sorted(set(choice["hyperparameters"]) - set(spec["hyperparameters"]))
+    if unknown:
+        raise ValueError(f"the tuning choice sets unknown hyper-parameters {unknown}")
+    return {
+        **spec,
+        "hyperparameters": {**spec["hyperparameters"], **choice["hyperparameters"]},
+        "tuned": {
+            "point": choice["point"],
+            "score": choice["score"],
+            "metric": choice["metric"],
+            "at": choice["at"],
+        },
+    }
+
+
 @dataclass
 class RunOutputs:
     """Paths a training job writes."""

@@ -13,6 +13,8 @@
 # database: job states come from squeue, kept for an hour after a job ends (MinJobAge). No cgroups (containers
 # often have none): processes are tracked through /proc (proctrack/linuxproc), no task binding. The node offers
 # at least 4 CPUs whatever the machine has (config_overrides), so that a test's few single-threaded jobs run at once.
+# Two partitions on the one node: `hetfl` (the default) and `gpu`, and one GRES "gpu" without a device, so that a
+# test can see where a job asking for a GPU is placed (it runs without CUDA).
 #
 # Exit status of `start`: 0 ready; 3 the packages are missing and cannot be installed here (not root, no apt,
 # apt failed): callers skip; anything else: the cluster did not come up (see DIR/*.log).
@@ -107,9 +109,13 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 MinJobAge=3600
 SlurmdTimeout=60
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb Gres=gpu:1 State=UNKNOWN
 PartitionName=hetfl Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 EOF
+    # one "GPU" with no device behind it: jobs can ask for it (sbatch --gpus=1) and be placed, nothing more
+    echo "NodeName=$host Name=gpu File=/dev/null" >"$dir/gres.conf"
 }
 
 CLIENTS=(sbatch srun salloc squeue scancel sinfo scontrol sacct sacctmgr sshare sstat sprio)
@@ -143,7 +149,7 @@ wait_for() { # wait_for SECONDS DESCRIPTION CMD...
 }
 
 node_idle() {
-    [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]
+    [ "$(sinfo -h -N -o %t 2>/dev/null | sort -u)" = idle ] # one line per partition of the node
 }
 
 fail() { # fail MESSAGE: show the daemons' last words, stop what was started, exit 1

@@ -9,14 +9,15 @@ rule aggregate:
         clients="results/tables/{study}/clients.csv",
         clients_markdown="results/tables/{study}/clients.md",
         clients_rounds="results/tables/{study}/clients_rounds.csv",
+    log:
+        "logs/aggregate/{study}.log",
+    conda:
+        ENV
     params:
+        code=stage_code("aggregate"),
         runs=get_study_run_keys,
         paper=get_study_paper,
         metrics=get_study_table_metrics,
         tuned=get_study_tuned,
-    conda:
-        ENV
-    log:
-        "logs/aggregate/{study}.log",
     script:
         "../scripts/aggregate.py"

@@ -5,7 +5,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 # The workflow runs the hetfl of its own checkout (src/ beside the Snakefile), here and in every job.
 SRC = Path(workflow.basedir) / "src"
@@ -20,13 +19,15 @@ from snakemake.utils import validate
 from hetfl.config import build_suite, data_fingerprint, partition_fingerprint, train_fingerprint
 from hetfl.data.registry import dataset_checksum, dataset_files
 from hetfl.errors import ConfigError
+from hetfl.fingerprint import stage_fingerprint
 from hetfl.ids import canonical_json
 from hetfl.report import figure_about, study_about
-from hetfl.resources import train_resources
-
+from hetfl.resources import is_short, train_resources
 
 # profiles/slurm ships placeholders for the site settings: refuse to plan (and so to submit) with them.
 SLURM_PLACEHOLDERS = {"slurm_account": "my_account", "slurm_partition": "my_partition"}
+# set-resources: train_gpu: slurm_partition (checked in train.smk)
+GPU_PARTITION_PLACEHOLDER = "my_gpu_partition"
 _defaults = workflow.resource_settings.default_resources
 _given = dict(a.split("=", 1) for a in (_defaults.args or []) if "=" in a) if _defaults else {}
 for _key, _placeholder in SLURM_PLACEHOLDERS.items():
@@ -49,14 +50,16 @@ if _cli_budget != "auto" and not (_cli_budget.isdigit() and int(_cli_budget) >= 
 
 validate(config, schema="../schemas/config.schema.yaml")
 try:
-    SUITE = build_suite(config, data_checks=".snakemake/hetfl/data_checks")  # verdicts on user files, by SHA-256
+    # data_checks: the verdicts on user files, by SHA-256
+    SUITE = build_suite(config, data_checks=".snakemake/hetfl/data_checks")
 except ConfigError as err:
     raise WorkflowError(f"invalid configuration: {err}") from None
 
 STUDIES = SUITE.studies
 for note in (n for name in SUITE.selected for n in STUDIES[name].notes):  # what the config leaves unused
     logger.warning(f"hetfl: {note}")
-DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}  # the others: generated problems
+# the studies on data (the others: generated problems)
+DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}
 DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
 PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may override its study's)
     (s.dataset_id, r.partition_id): r.partition
@@ -92,6 +95,13 @@ def run_dir(study, run, seed):
     return f"results/runs/{study}/{run}/seed={seed}"
 
 
+def stage_code(stage):
+    """The fingerprint of the code a job of `stage` runs (its script and the hetfl modules it imports, by their
+    parsed code: hetfl.fingerprint), its `code` param: a change to that code reruns exactly its jobs, and what
+    reads their outputs; comments, docstrings and modification times rerun nothing."""
+    return stage_fingerprint(stage)
+
+
 def get_dataset_spec(wildcards):
     return canonical_json(DATASETS[wildcards.dataset])
 
@@ -120,58 +130,90 @@ def get_partition_code(wildcards):
     return partition_fingerprint(PARTITIONS[(wildcards.dataset, wildcards.partition)])
 
 
-def get_train_input(wildcards):
-    s = STUDIES[wildcards.study]
-    source = s.spec(wildcards.run).settings["init_from"]
-    inputs = {} if source is None else {"init": f"{run_dir(wildcards.study, source, wildcards.seed)}/final.pt"}
-    if wildcards.run in s.tuning:  # trains with the hyper-parameters its tuning chose
-        inputs["choice"] = tuning_choice(wildcards.study, wildcards.run)
+def seed_inputs(study, run, seed):
+    """The inputs of one seed of a run: the data and the seed's partition (none for a generated problem), the
+    `init_from` run's final model, a tuned run's choice."""
+    s = STUDIES[study]
+    source = s.spec(run).settings["init_from"]
+    inputs = {} if source is None else {"init": f"{run_dir(study, source, seed)}/final.pt"}
+    if run in s.tuning:  # trains with the hyper-parameters its tuning chose
+        inputs["choice"] = tuning_choice(study, run)
     if s.dataset is None:
         return inputs  # a generated problem: built inside the training job
     return {
         "data": f"results/data/{s.dataset_id}/data.npz",
-        "partition": f"{partition_dir(wildcards.study, wildcards.run, int(wildcards.seed))}/clients.npz",
+        "partition": f"{partition_dir(study, run, int(seed))}/clients.npz",
         **inputs,
     }
 
 
-def run_jobs():
-    """`train_jobs: run`: the (study, run) pairs whose seeds one job trains in turn, grouped by their seeds
-    (tuple -> ["study/run", ...]); a run on one seed, or `train_jobs: seed`, trains in rule `train`."""
-    groups = {}
-    if SUITE.train_jobs != "run":
-        return groups
+def training_rules():
+    """The training rules besides `train`, and the runs each trains: rule name -> (seeds, ["study/run", ...]).
+
+    Named for what their jobs train, never for the config's order (`--set-resources <rule>:...` keeps its
+    meaning when a study is added): `train_seeds_0_1_2` trains, in one job per run (`train_jobs: run`), the
+    seeds 0, 1, 2 of the CPU runs on those seeds; `train_gpu_seeds_0_1_2` the same for the runs with
+    `device: cuda`; `train_gpu` (seeds None) one seed per job of the GPU runs on one seed, or of every GPU run
+    with `train_jobs: seed`. CPU runs on one seed, and every CPU run with `train_jobs: seed`, train in `train`.
+    """
+    rules = {}
     for name, s in STUDIES.items():
         for label in [*s.runs, *s.points]:
             seeds = tuple(s.seeds_of(label))
-            if len(seeds) > 1:
-                groups.setdefault(seeds, []).append(f"{name}/{label}")
-    return groups
+            per_run = SUITE.train_jobs == "run" and len(seeds) > 1
+            gpu = train_resources(s, label).gpu
+            if not per_run and not gpu:
+                continue
+            rule_name = ("train_gpu" if gpu else "train") + (
+                "_seeds_" + "_".join(map(str, seeds)) if per_run else ""
+            )
+            rules.setdefault(rule_name, (seeds if per_run else None, []))[1].append(f"{name}/{label}")
+    return rules
 
 
 def train_job(wildcards):
-    """(study, run, seeds) of a training job: rule `train`'s one seed, or a run job's (`{key}` = "study/run")
-    seeds. The getters below read either kind of job's wildcards through it."""
+    """(study, run, seeds) of a training job of any training rule: one seed (`{seed}`; `{study}/{run}` or
+    `{key}` = "study/run") or a run's (`{key}` alone: its seeds). The getters below read every training job's
+    wildcards through it."""
     if "key" in wildcards.keys():
         study, run = wildcards.key.split("/", 1)
-        return study, run, STUDIES[study].seeds_of(run)
-    return wildcards.study, wildcards.run, [int(wildcards.seed)]
+    else:
+        study, run = wildcards.study, wildcards.run
+    seeds = [int(wildcards.seed)] if "seed" in wildcards.keys() else STUDIES[study].seeds_of(run)
+    return study, run, seeds
 
 
-def get_run_job_input(wildcards):
-    """The inputs of a run job: the data, and each seed's partition and `init_from` model (named
-    `partition_<seed>`, `init_<seed>`), as `get_train_input` gives for one seed."""
+def get_train_input(wildcards):
+    """The inputs of a training job: a seed's (`seed_inputs`), or for a run's job each seed's partition and
+    `init_from` model (named `partition_<seed>`, `init_<seed>`) beside the data and the choice."""
     study, run, seeds = train_job(wildcards)
+    if "seed" in wildcards.keys():
+        return seed_inputs(study, run, seeds[0])
     inputs = {}
     for seed in seeds:
-        one = get_train_input(SimpleNamespace(study=study, run=run, seed=str(seed)))
-        for name, path in one.items():
+        for name, path in seed_inputs(study, run, seed).items():
             inputs[name if name in ("data", "choice") else f"{name}_{seed}"] = path
     return inputs
 
 
-# What `--set-resources train:...` (or a profile's `set-resources: train:`) sets, for the run jobs too.
+# What `--set-resources train:...` (or a profile's `set-resources: train:`) sets: every training job's, whatever
+# its rule; `train_gpu:` then sets the GPU jobs' (profiles/slurm: their partition). `train` and `train_gpu` are
+# rules too, where Snakemake applies them itself.
 TRAIN_SET_RESOURCES = {name: value.raw for name, value in _train_set.items()}
+TRAIN_GPU_SET_RESOURCES = {
+    name: value.raw
+    for name, value in workflow.resource_settings.overwrite_resources.get("train_gpu", {}).items()
+}
+# profiles/slurm submits the short training jobs (hetfl.resources.is_short) in groups of this many
+# (`group-components: train_short=<n>`), one after another on one core (`resources: train_slots=1`, a limit per
+# submitted group: the Snakefile's resource_scopes); without it each is a job of its own.
+SHORT_GROUP = "train_short"
+
+
+def short_group_size():
+    """The short training jobs per submitted group (`group-components: train_short=<n>`; 1 without it). Read when
+    a job's resources are, not when the Snakefile is: Snakemake sets the group settings after parsing it."""
+    return workflow.group_settings.group_components.get(SHORT_GROUP, 1)
 
 
 def get_run_spec(wildcards):
@@ -186,11 +228,45 @@ def get_run_code(wildcards):
     return train_fingerprint(r.algorithm, s.problem and s.problem["name"], model)
 
 
+def job_seeds(s, run):
+    """How many seeds one training job of run `run` of study `s` trains: all of them in a run's job
+    (`train_jobs: run`), else one."""
+    seeds = s.seeds_of(run)
+    return len(seeds) if SUITE.train_jobs == "run" else 1
+
+
+def groupable(s, run):
+    """Whether the jobs of run `run` of study `s` join the short jobs' groups: short (on the CPU, estimated
+    within the runtime floor: hetfl.resources.is_short), not tuned, and so is the run it starts from
+    (`init_from`), if any. A group cannot wait on itself through a job outside it (Snakemake refuses such a
+    group): a tuned run waits on its grid points through the `tune` stage, and a run that starts from a job
+    outside the groups may wait on a group through it."""
+    source = s.spec(run).settings["init_from"]
+    return (
+        run not in s.tuning
+        and is_short(s, run, job_seeds(s, run))
+        and (source is None or groupable(s, source))
+    )
+
+
+def get_train_group(wildcards):
+    """`train_short` for the job of a run that `groupable` admits, which profiles/slurm submits in groups; None
+    (a job of its own) for the others. Groups are the submitting side's: on the node a group job runs on
+    (Snakemake's remote mode, one job at a time), its jobs are plain jobs, each a job step of one core. As a
+    group there, a run with several runs starting from it would make a step of several cores, which the
+    group's one core cannot hold."""
+    if workflow.remote_exec:
+        return None
+    study, run, _ = train_job(wildcards)
+    return SHORT_GROUP if groupable(STUDIES[study], run) else None
+
+
 def get_train_runtime(wildcards, attempt):
     """Minutes a training job may run on a cluster: from its run's size and its seeds (a run job trains them
-    in turn), more at each retry (hetfl.resources)."""
+    in turn), more at each retry; a grouped short job's floor is the group's share (hetfl.resources)."""
     study, run, seeds = train_job(wildcards)
-    return train_resources(STUDIES[study], run, attempt, len(seeds)).runtime
+    group = short_group_size() if get_train_group(wildcards) else 1
+    return train_resources(STUDIES[study], run, attempt, len(seeds), group).runtime
 
 
 def get_train_mem_mb(wildcards, attempt):
@@ -208,9 +284,24 @@ def get_memory_budget(wildcards):
 
 
 def get_train_gpu(wildcards):
-    """GPUs of a training job on a cluster: 1 for a run with `device: cuda`, else 0."""
+    """GPUs of a training job on a cluster: 1 for a run with `device: cuda` (sbatch --gpus=1), else 0; 0 too
+    where `set-resources: train_gpu:` asks for them as `gres` (the plugin takes one or the other)."""
     study, run, _ = train_job(wildcards)
-    return train_resources(STUDIES[study], run).gpu
+    return 0 if "gres" in TRAIN_GPU_SET_RESOURCES else train_resources(STUDIES[study], run).gpu
+
+
+def train_resource_settings(gpu):
+    """The resources of a training rule: the job's own (hetfl.resources), then `set-resources: train:` and, for a
+    GPU rule, `train_gpu:`."""
+    return {
+        "runtime": get_train_runtime,
+        "mem_mb": get_train_mem_mb,
+        "gpu": get_train_gpu,
+        "train_slots": 1,
+        "memory_budget": get_memory_budget,  # a resource, not a param: changing it reruns nothing
+        **TRAIN_SET_RESOURCES,
+        **(TRAIN_GPU_SET_RESOURCES if gpu else {}),
+    }
 
 
 def study_runs(study):
@@ -283,7 +374,10 @@ def final_outputs():
         s = STUDIES[name]
         if s.dataset is not None:
             out += [f"{partition_dir(name, run, seed)}/stats.png" for run in s.runs for seed in s.seeds]
-        out += [f"results/tables/{name}/{f}" for f in ("summary.md", "clients.md", "claims.md", "summary.html", "claims.html")]
+        out += [
+            f"results/tables/{name}/{f}"
+            for f in ("summary.md", "clients.md", "claims.md", "summary.html", "claims.html")
+        ]
         out += figure_files(name, "png") + figure_files(name, "pdf")
         out += [f"results/tables/{name}/tuning.csv"] if s.tuning else []
     return sorted(set(out))

@@ -3,13 +3,13 @@ rule data:
         get_dataset_files,
     output:
         "results/data/{dataset}/data.npz",
+    log:
+        "logs/data/{dataset}.log",
+    conda:
+        ENV
     params:
         spec=get_dataset_spec,
         code=get_data_code,
         files=get_dataset_checksum,
-    conda:
-        ENV
-    log:
-        "logs/data/{dataset}.log",
     script:
         "../scripts/data.py"

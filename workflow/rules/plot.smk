@@ -12,15 +12,16 @@ rule figure:
             labels=get_figure_labels,
         ),
         pdf="results/figures/{study}/{figure}.pdf",
+    log:
+        "logs/figures/{study}/{figure}.log",
+    conda:
+        ENV
     params:
+        code=stage_code("figure"),
         figure=get_figure_spec,
         study=get_study_title,
         runs=get_study_run_keys,
         about=get_figure_about,
-    conda:
-        ENV
-    log:
-        "logs/figures/{study}/{figure}.log",
     script:
         "../scripts/figure.py"
 
@@ -33,12 +34,13 @@ rule claims:
     output:
         csv="results/tables/{study}/claims.csv",
         markdown="results/tables/{study}/claims.md",
-    params:
-        claims=get_study_claims,
-    conda:
-        ENV
     log:
         "logs/claims/{study}.log",
+    conda:
+        ENV
+    params:
+        code=stage_code("claims"),
+        claims=get_study_claims,
     script:
         "../scripts/claims.py"
 
@@ -61,14 +63,15 @@ rule report_tables:
             category="Claims",
             subcategory="{study}",
         ),
+    log:
+        "logs/report_tables/{study}.log",
+    conda:
+        ENV
     params:
+        code=stage_code("report_tables"),
         about=get_study_about,
         paper=get_study_paper,
         metrics=get_study_table_metrics,
         tuned=get_study_tuned,
-    conda:
-        ENV
-    log:
-        "logs/report_tables/{study}.log",
     script:
         "../scripts/report_tables.py"

@@ -4,12 +4,13 @@ rule tune:
     output:
         choice="results/tuning/{study}/{run}/choice.json",
         scores="results/tuning/{study}/{run}/scores.csv",
-    params:
-        tuning=get_tuning_spec,
-    conda:
-        ENV
     log:
         "logs/tune/{study}/{run}.log",
+    conda:
+        ENV
+    params:
+        code=stage_code("tune"),
+        tuning=get_tuning_spec,
     script:
         "../scripts/tune.py"
 
@@ -19,9 +20,11 @@ rule tuning_table:
         get_study_tuning_scores,
     output:
         "results/tables/{study}/tuning.csv",
-    conda:
-        ENV
     log:
         "logs/tuning_table/{study}.log",
+    conda:
+        ENV
+    params:
+        code=stage_code("tuning_table"),
     script:
         "../scripts/tuning_table.py"

@@ -7,7 +7,7 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.data import load_dataset  # noqa: E402
+from hetfl.data.registry import load_dataset  # noqa: E402
 
 spec = json.loads(snakemake.params.spec)
 out = Path(snakemake.output[0])

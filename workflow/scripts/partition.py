@@ -1,4 +1,5 @@
-"""Stage `partition`: split a dataset into clients (indices only), with per-client statistics and a picture."""
+"""Stage `partition`: split a dataset into clients (indices only); its statistics and picture are the stage
+`partition_stats`, so that restyling them retrains nothing."""
 
 import json
 
@@ -8,14 +9,10 @@ log = redirect(snakemake.log[0])
 
 from hetfl.data.dataset import Dataset  # noqa: E402
 from hetfl.data.partition import make_partition  # noqa: E402
-from hetfl.data.stats import partition_stats, plot_partition_stats  # noqa: E402
 
 spec = json.loads(snakemake.params.spec)
 dataset = Dataset.load(snakemake.input[0])
 part = make_partition(spec, dataset, int(snakemake.wildcards.seed))
 part.save(snakemake.output.clients)
-stats = partition_stats(part, dataset.y, dataset.num_classes)
-stats.to_csv(snakemake.output.stats, index=False)
-plot_partition_stats(stats, snakemake.output.plot)
 sizes = [len(t) for t in part.train]
 print(f"{part.num_clients} clients, train sizes {min(sizes)}..{max(sizes)}")

@@ -1,5 +1,5 @@
 """Stage `train`: one (study, run, seed) on the batched engine, checkpointed as it goes; or, for a job of
-`train_jobs: run` (rules train_run_*), each seed of one run in turn, in this one process."""
+`train_jobs: run` (rules train_seeds_*, train_gpu_seeds_*), each seed of one run in turn, in this one process."""
 
 import json
 from dataclasses import fields
@@ -9,18 +9,17 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.config import resolve_checkpoint  # noqa: E402
-from hetfl.train import Checkpointing, RunOutputs, run_key, train  # noqa: E402
-from hetfl.tuning import apply_choice  # noqa: E402
+from hetfl.engine.checkpoint import resolve_checkpoint  # noqa: E402
+from hetfl.train import Checkpointing, RunOutputs, apply_choice, run_key, train  # noqa: E402
 
 out, inp, wc = snakemake.output, snakemake.input, snakemake.wildcards
-if "key" in wc.keys():  # a run's job: outputs <file>_<seed>, inputs partition_<seed> and init_<seed>
-    study, run = wc.key.split("/", 1)
+study, run = wc.key.split("/", 1) if "key" in wc.keys() else (wc.study, wc.run)
+if "seed" in wc.keys():  # one seed: outputs and inputs as rule train names them
+    seeds = [int(wc.seed)]
+    suffix = lambda seed: ""  # noqa: E731
+else:  # a run's job: outputs <file>_<seed>, inputs partition_<seed> and init_<seed>
     seeds = list(dict.fromkeys(int(name.rsplit("_", 1)[1]) for name in out.keys()))
     suffix = "_{}".format
-else:
-    study, run, seeds = wc.study, wc.run, [int(wc.seed)]
-    suffix = lambda seed: ""  # noqa: E731
 FILES = [f.name for f in fields(RunOutputs)]  # the outputs' names, as rule train names them
 
 spec = json.loads(snakemake.params.spec)

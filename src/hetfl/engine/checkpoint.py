@@ -22,6 +22,7 @@ wrote.
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 from dataclasses import dataclass, fields, is_dataclass
@@ -30,7 +31,11 @@ from typing import Any
 
 import torch
 
+from hetfl.errors import ConfigError
+
 FORMAT = 2  # bump when the layout changes: older checkpoints are then ignored
+CHECKPOINT_DEFAULTS = {"every_rounds": None, "every_seconds": 300}
+"""The top-level ``checkpoint`` settings of the config (a policy: changing them reruns no job)."""
 
 
 @dataclass
@@ -42,6 +47,35 @@ class Resumed:
     metrics: bytes
     client_metrics: bytes
     elapsed_s: float
+
+
+def resolve_checkpoint(value: Any) -> dict[str, Any]:
+    """The top-level ``checkpoint`` settings, defaults filled in (``CHECKPOINT_DEFAULTS``).
+
+    ``every_rounds``: save after every this many rounds (null: not by rounds); ``every_seconds``: save
+    at the first round end at least this many wall seconds after the last save (0: not by time).
+    Changing them never reruns a job (they are not part of a run's spec).
+
+    Raises:
+        ConfigError: unknown key or bad value, naming ``checkpoint.<key>``.
+    """
+    cfg = dict(CHECKPOINT_DEFAULTS)
+    value = {} if value is None else value
+    if not isinstance(value, dict):
+        raise ConfigError("checkpoint", f"expected a mapping, got {type(value).__name__}")
+    for k, v in value.items():
+        if k not in CHECKPOINT_DEFAULTS:
+            raise ConfigError(f"checkpoint.{k}", "unknown key", allowed=CHECKPOINT_DEFAULTS)
+        if k == "every_rounds" and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError("checkpoint.every_rounds", f"expected an integer >= 1 or null, got {v!r}")
+        if k == "every_seconds" and (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+        ):
+            raise ConfigError(
+                "checkpoint.every_seconds", f"expected a finite number of seconds >= 0, got {v!r}"
+            )
+        cfg[k] = v
+    return cfg
 
 
 def _shared_objects(root: Any, depth: int = 4) -> dict[int, tuple[str, Any]]:
