@@ -160,7 +160,7 @@ def training_rules():
     for name, s in STUDIES.items():
         for label in [*s.runs, *s.points]:
             seeds = tuple(s.seeds_of(label))
-            per_run = SUITE.train_jobs == "run" and len(seeds) > 1
+            per_run = job_seeds(s, label) > 1
             gpu = train_resources(s, label).gpu
             if not per_run and not gpu:
                 continue
