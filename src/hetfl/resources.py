@@ -88,19 +88,22 @@ def run_size(study: Study, run: str) -> tuple[int, int, int, int]:
     return rounds, spec.num_clients, params, data_mb
 
 
+def on_cuda(study: Study, run: str) -> bool:
+    """Whether run ``run`` of ``study`` says ``device: cuda`` (its jobs ask for a GPU)."""
+    return study.spec(run).settings["device"] == "cuda"
+
+
 def train_minutes(study: Study, run: str, seeds: int = 1) -> float:
     """The estimated minutes of a training job of run ``run`` of ``study`` that trains ``seeds`` seeds, before
     the floor, the attempt and the cap (see the module docstring)."""
     rounds, clients, params, _ = run_size(study, run)
-    cuda = study.spec(run).settings["device"] == "cuda"
-    return seeds * rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if cuda else 1)
+    return seeds * rounds * clients * params / WORK_PER_MINUTE / (GPU_SPEEDUP if on_cuda(study, run) else 1)
 
 
 def is_short(study: Study, run: str, seeds: int = 1) -> bool:
     """Whether a training job of run ``run`` (``seeds`` seeds) is short: on the CPU (not ``device: cuda``) and
     estimated at most ``RUNTIME_FLOOR`` minutes. ``profiles/slurm`` submits short jobs in groups."""
-    cuda = study.spec(run).settings["device"] == "cuda"
-    return not cuda and train_minutes(study, run, seeds) <= RUNTIME_FLOOR
+    return not on_cuda(study, run) and train_minutes(study, run, seeds) <= RUNTIME_FLOOR
 
 
 def train_resources(
@@ -119,7 +122,7 @@ def train_resources(
     if min(attempt, seeds, group) < 1:
         raise ValueError(f"attempt, seeds and group must be >= 1, got {attempt}, {seeds}, {group}")
     _, clients, params, data_mb = run_size(study, run)
-    cuda = study.spec(run).settings["device"] == "cuda"
+    cuda = on_cuda(study, run)
     floor = math.ceil(RUNTIME_FLOOR / group)
     runtime = min(RUNTIME_CAP, max(floor, math.ceil(train_minutes(study, run, seeds))) * attempt)
     budget = study.spec(run).settings.get("memory_budget", "auto")

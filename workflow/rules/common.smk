@@ -22,7 +22,7 @@ from hetfl.errors import ConfigError
 from hetfl.fingerprint import stage_fingerprint
 from hetfl.ids import canonical_json
 from hetfl.report import figure_about, study_about
-from hetfl.resources import is_short, train_resources
+from hetfl.resources import is_short, on_cuda, train_resources
 
 # profiles/slurm ships placeholders for the site settings: refuse to plan (and so to submit) with them.
 SLURM_PLACEHOLDERS = {"slurm_account": "my_account", "slurm_partition": "my_partition"}
@@ -161,7 +161,7 @@ def training_rules():
         for label in [*s.runs, *s.points]:
             seeds = tuple(s.seeds_of(label))
             per_run = job_seeds(s, label) > 1
-            gpu = train_resources(s, label).gpu
+            gpu = on_cuda(s, label)
             if not per_run and not gpu:
                 continue
             rule_name = ("train_gpu" if gpu else "train") + (
