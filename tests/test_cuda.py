@@ -14,8 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from hetfl.engine.execution import LoopModel
 from tests.conftest import TINY_STUDY, train_study_run
-from tests.test_memory import FEDERATION_CASES
+from tests.test_memory import FEDERATION_CASES, build, federation, train
 from tests.test_memory import _run as run_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -46,6 +47,17 @@ def test_every_algorithm_on_cuda_equals_its_cpu_run(case):
 @pytest.mark.parametrize("case", ["fedavg-sampled-epoch", "pfedme-epoch", "scaffold-II-sampled"])
 def test_row_chunks_on_cuda_equal_the_unchunked_run(case):
     _assert_close(_run(case, "cuda", rows=1), _run(case, "cuda"))
+
+
+@pytest.mark.parametrize(
+    "case", ["fedavg-sampled-epoch", "pfedme-epoch", "fed_norm_sgda_plus-robust-momentum"]
+)
+def test_the_loop_on_cuda_equals_the_batched_cpu_run(case):
+    """``execution: loop`` on CUDA (``hetfl.engine.execution.LoopModel``): cuDNN's and cuBLAS's plain kernels."""
+    name, _, hp, sampling, make = FEDERATION_CASES[case]
+    fed = federation(make, torch.float64, device="cuda")
+    fed.model = LoopModel(fed.model)
+    _assert_close(train(fed, build(fed, name, hp, sampling)), _run(case, "cpu"))
 
 
 def test_a_training_job_on_cuda_records_its_device_budget_and_peak_memory(tmp_path):

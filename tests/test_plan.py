@@ -31,6 +31,8 @@ from hetfl.plan import (
     main,
     merge_config,
     model_cost,
+    path_fits,
+    path_of,
     plan,
     report,
     study_table,
@@ -522,3 +524,49 @@ def test_a_run_job_counts_as_a_job_per_seed_with_the_whole_jobs_fixed_cost(tmp_p
         assert m.train_seconds == per_seed[("small", "pfedme", s)].train_seconds
         assert m.seconds - m.train_seconds == pytest.approx(OVERHEAD)
     assert Fit.from_measured(list(by_run.values())).overhead == pytest.approx(OVERHEAD)
+
+
+def test_each_execution_path_measured_on_a_gpu_is_fitted_apart_and_estimates_every_gpu_job(tmp_path):
+    """A GPU measured FedAvg batched and looped (the loop 3× slower); each run record says its path. A GPU job
+    takes the fit of its own path, and the table gives the GPU-hours of each path."""
+    cuda = {"device": "cuda:0", "device_name": "NVIDIA Test"}
+    base = MEASURED["studies"]["small"]
+    for path, slower in (("batched", 1.0), ("loop", 3.0)):
+        study = {**base, "device": "cuda", "runs": {"fedavg": {"algorithm": "fedavg", "execution": path}}}
+        record = {**cuda, "execution": path, "tf32": False}
+        write_measured(tmp_path, {"studies": {f"gpu_{path}": study}}, device=record, rates={"fedavg": slower})
+    measured = load_measured(tmp_path / "benchmarks", tmp_path / "runs")
+    assert sorted({m.path for m in measured}) == ["batched", "loop"]
+    paths = path_fits(measured)
+    mlr = "mlr 1x8x8 (650 params)"
+    assert paths["loop"].rates[("fedavg", "federation", mlr)] == pytest.approx(3.0)
+    assert paths["batched"].rates[("fedavg", "federation", mlr)] == pytest.approx(1.0)
+    assert path_of("loop", True) == "loop+tf32" and path_of("batched", False) == "batched"
+    cpu, gpu = fits(measured)
+    paper = {
+        "studies": {
+            name: {
+                **base,
+                "device": "cuda",
+                "rounds": 50,
+                "runs": {"fedavg": {"algorithm": "fedavg", **extra}},
+            }
+            for name, extra in (
+                ("plain", {}),
+                ("looped", {"execution": "loop"}),
+                ("auto", {"execution": "auto"}),
+            )
+        }
+    }
+    jobs = plan(paper, cpu, gpu, paths).set_index(["study", "run", "seed"])
+    work = job_work(spec_of(paper, "plain", "fedavg")).total()
+    for study, path, rate in (("plain", "batched", 1.0), ("looped", "loop", 3.0), ("auto", "batched", 1.0)):
+        row = jobs.loc[(study, "fedavg", 0)]
+        assert (row["hardware"], row["path"]) == ("gpu", path)  # auto on CUDA: batched (measured faster)
+        assert row["seconds"] == pytest.approx(OVERHEAD + rate * work)
+        assert row["gpu_s_loop"] == pytest.approx(OVERHEAD + 3.0 * work)
+        assert row["gpu_s_batched"] == pytest.approx(OVERHEAD + work)
+    table = study_table(plan(paper, cpu, gpu, paths)).set_index("study")
+    seeds = len(base["seeds"])
+    assert table.loc["plain", "gpu_hours_loop"] == pytest.approx(seeds * (OVERHEAD + 3.0 * work) / 3600)
+    assert table.loc["TOTAL", "gpu_hours_batched"] == pytest.approx(3 * seeds * (OVERHEAD + work) / 3600)

@@ -14,13 +14,21 @@
 # 4. benchmarks/scaling.py --device cuda: FedAvg CNN (batched and sequential aggregation) and VGG-11 against C,
 #    unchunked and within a budget; then FedAvg and pFedMe (all clients train) on MLR at C = 1,000 and 10,000;
 # 5. benchmarks/generic_models.py --device cuda: the hand-written DNN and CNN against the same networks through
-#    torch.func.
+#    torch.func;
+# 6. (execution) benchmarks/execution.py --device cuda: the batched path against the per-client loop
+#    (hetfl.engine.execution) for the CNN, VGG-11 and ResNet-18 at 15 and 100 clients, batch 32, TF32 off and
+#    on: client steps per second, TFLOP/s, ratio; OUT/execution.csv;
+# 7. (jobs) the VGG-11 study's training jobs one at a time, each in its own process, without Snakemake
+#    (benchmarks/cuda/train_jobs.py: batched, loop, loop with TF32), then `python -m hetfl.plan` on them for the
+#    paper-scale GPU studies, per execution path (gpu_hours_<path>): OUT/jobs.txt, OUT/plan_paths.txt.
 #
-# Each step has its own time limit (seconds: T_TESTS, T_SUITE, T_A41, T_SCALING, T_SCALING_MLR, T_GENERIC) and
+# Each step has its own time limit (seconds: T_TESTS, T_SUITE, T_A41, T_SCALING, T_SCALING_MLR, T_GENERIC,
+# T_EXECUTION, T_JOBS) and
 # the script goes on after a failed step; OUT/log.txt has everything. DEVICE=cpu runs the same steps on the CPU
 # (a dry run of the script);
 # STUDIES=a,b replaces the studies of step 2; ONLY=tests,suite,... runs only the steps named (environment,
-# tests, suite, all_for_one, scaling, scaling_mlr, generic).
+# tests, suite, all_for_one, scaling, scaling_mlr, generic, execution, jobs). EXECUTION_ARGS replaces the
+# execution benchmark's arguments after --device (the dry run: small ones).
 set -uo pipefail
 out=${1:?usage: check.sh OUT [CORES]}
 cores=${2:-8}
@@ -42,7 +50,7 @@ step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, log it
 step environment 60 bash -c 'nvidia-smi; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"'
 
 step tests "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py \
-    tests/test_generic_models.py -k "cuda" -x
+    tests/test_generic_models.py -k "cuda"
 
 if wanted suite; then
     mkdir -p results && python3 benchmarks/cuda/digits32.py results/digits32.npz
@@ -94,4 +102,22 @@ step scaling "${T_SCALING:-150}" python3 benchmarks/scaling.py --device "$device
 step scaling_mlr "${T_SCALING_MLR:-150}" python3 benchmarks/scaling.py --device "$device" \
     --algorithms fedavg_mlr pfedme_mlr --clients 1000 10000 --budget-mib 1024 --csv "$out/scaling_mlr.csv"
 step generic "${T_GENERIC:-120}" python3 benchmarks/generic_models.py --device "$device" --rounds 2 --blocks 2
+step execution "${T_EXECUTION:-240}" python3 benchmarks/execution.py --device "$device" \
+    ${EXECUTION_ARGS:---models cnn vgg11 resnet18 --clients 15 100 --precision float32 tf32} --csv "$out/execution.csv"
+if wanted jobs; then
+    mkdir -p results && python3 benchmarks/cuda/digits32.py results/digits32.npz
+    if [ "$device" = cpu ]; then  # the dry run: one round of a narrow VGG-11
+        sed 's/device: cuda/device: cpu/; s/rounds: 10/rounds: 1/; s/name: vgg11}/name: vgg11, width: 8}/' \
+            benchmarks/cuda/vgg11_digits.yaml >"$out/vgg.yaml"
+    else
+        cp benchmarks/cuda/vgg11_digits.yaml "$out/vgg.yaml"
+    fi
+    step jobs "${T_JOBS:-300}" bash -c "python3 benchmarks/cuda/train_jobs.py --configfile config/config.yaml \
+        $out/vgg.yaml --select cuda_vgg11_digits --results results | tee $out/jobs.txt; exit \${PIPESTATUS[0]}"
+    gpu_studies=$(python3 -c 'import yaml; print(",".join(name for name, s in yaml.safe_load(
+        open("config/paper.yaml"))["studies"].items() if s.get("device") == "cuda"))')
+    echo "=== plan by execution path: --select $gpu_studies" | tee -a "$log"
+    timeout 120 python3 -m hetfl.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
+        --select "$gpu_studies" --csv "$out/plan_paths.csv" 2>&1 | tee "$out/plan_paths.txt" >>"$log"
+fi
 echo "=== done" | tee -a "$log"

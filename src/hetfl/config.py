@@ -36,6 +36,7 @@ from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.engine.checkpoint import CHECKPOINT_DEFAULTS, resolve_checkpoint
+from hetfl.engine.execution import EXECUTIONS
 from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
@@ -49,7 +50,7 @@ from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
     "description", "dataset", "partition", "model", "problem", "rounds", "seeds", "eval_every", "sampling",
-    "device", "dtype", "memory_budget", "defaults", "runs", "grid", "figures", "claims", "paper",
+    "device", "dtype", "memory_budget", "execution", "precision", "defaults", "runs", "grid", "figures", "claims", "paper",
 )  # fmt: skip
 REQUIRED_STUDY_KEYS = ("rounds", "seeds", "runs")
 DATA_KEYS = ("dataset", "partition", "model")
@@ -63,9 +64,15 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
     "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory); see budget_changes_results
     "eval_models": None,  # the models a run on client data scores (a subset of its algorithm's); None: all
+    "execution": "batched",  # batched | loop | auto (hetfl.engine.execution); in the spec unless batched
+    "precision": "float32",  # float32 | tf32 (hetfl.train.pick_device); in the spec unless float32
 }
+SPEC_UNLESS = {"execution": "batched", "precision": "float32"}
+"""Settings a run's spec names only when they differ from these values: the specs (and so the results) of
+the runs that do not set them stay what they were before the settings existed."""
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
+PRECISIONS = ("float32", "tf32")
 LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
 
 
@@ -102,6 +109,7 @@ class RunSpec:
             for k, v in self.settings.items()
             if not (k in ("init_from", "eval_models") and v is None)
             and (k != "memory_budget" or budget_changes_results(self.settings))
+            and not (k in SPEC_UNLESS and v == SPEC_UNLESS[k])
         }
         return {
             "study": self.study,
@@ -248,7 +256,11 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
     out = dict(values)
     if not isinstance(out["eval_every"], int) or isinstance(out["eval_every"], bool) or out["eval_every"] < 1:
         raise ConfigError(f"{key}.eval_every", f"expected a positive integer, got {out['eval_every']!r}")
-    for name, allowed in (("sampling", SAMPLING_MODES), ("device", DEVICES), ("dtype", DTYPES)):
+    choices = (
+        ("sampling", SAMPLING_MODES), ("device", DEVICES), ("dtype", DTYPES), ("execution", EXECUTIONS),
+        ("precision", PRECISIONS),
+    )  # fmt: skip
+    for name, allowed in choices:
         if out[name] not in allowed:
             raise ConfigError(f"{key}.{name}", f"unknown value {out[name]!r}", allowed=allowed)
     rounds = out["rounds"]
@@ -256,6 +268,12 @@ def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
         raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
     if out["init_from"] is not None and not isinstance(out["init_from"], str):
         raise ConfigError(f"{key}.init_from", f"expected a run label, got {out['init_from']!r}")
+    if out["precision"] == "tf32" and out["dtype"] != "float32":
+        raise ConfigError(
+            f"{key}.precision",
+            f"tf32 computes float32 products in TensorFloat-32; the run's dtype is {out['dtype']}",
+            allowed=("float32",),
+        )
     if not is_budget(out["memory_budget"]):
         raise ConfigError(
             f"{key}.memory_budget",

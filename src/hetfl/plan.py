@@ -54,6 +54,14 @@ CPU-estimated jobs, one thread per job, on the CPU that ran the measured suite; 
 measured on a GPU (the default suite run on a laptop) GPU-hours are not estimated and a ``device: cuda``
 job's CPU figure is a comparison only (docs/gpu.md has what one H200 measured); measure some on a
 GPU node (e.g. the default suite there: its runs take ``device: auto``) and plan from those records.
+
+**Execution paths.** A run record also says how its model's calls ran (``execution``: ``batched`` or
+``loop``, ``hetfl.engine.execution``; ``tf32``: whether its float32 products ran in TensorFloat-32, the
+run's ``precision``). The GPU-measured jobs are also fitted per path (:func:`path_fits`; ``loop+tf32`` and so
+on); when more than one path was measured on a GPU, a GPU job takes the fit of its own path (its
+``execution`` resolved for CUDA, with ``+tf32`` under ``precision: tf32``; column ``path``) and the table adds
+``gpu_hours_<path>``: its GPU-hours had every GPU job run that way. ``benchmarks/cuda/check.sh`` (step
+``jobs``) measures the VGG-11 study on each path.
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ import yaml
 from hetfl.algorithms import get_algorithm
 from hetfl.config import FEDERATION, build_suite
 from hetfl.data import dataset_info
+from hetfl.engine.execution import execution_path, forward_flops
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
@@ -85,8 +94,9 @@ EVAL_COST = 1 / 3
 """Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
 
 DEFAULT_CONFIG = "config/config.yaml"
-SCALE_KEYS = ("rounds", "eval_every", "device", "study", "run")
-"""Spec keys a paper study may change in a measured run without changing the run (:func:`run_key`)."""
+SCALE_KEYS = ("rounds", "eval_every", "device", "study", "run", "execution", "precision")
+"""Spec keys a paper study may change in a measured run without changing the run (:func:`run_key`); the
+execution path and precision are the hardware's side of the fit instead (:func:`path_of`)."""
 
 
 # ---- the work of a job ---------------------------------------------------------------------------
@@ -97,30 +107,14 @@ def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int,
     """``(P, F, sample_shape)`` of a model spec on a dataset spec (both canonical JSON).
 
     P: parameters (every one: global, personal, adapters); F: forward FLOPs per sample (multiply-adds
-    count 2) of its ``Linear`` and ``Conv2d`` layers and of any layer with a ``forward_flops(input,
-    output)`` method (``char_lstm``'s LSTM layers), counted on one forward pass of a zero sample.
+    count 2: ``hetfl.engine.execution.forward_flops``).
     """
-    from torch import nn
-
     info = dataset_info(json.loads(dataset_json))
     model = build_model(
         json.loads(model_json), tuple(info.sample_shape), info.num_outputs or info.num_classes, info.task
     )
     params = sum(math.prod(shape) for shape, _ in model.shapes().values())
-    flops = [0]
-
-    def count(module, inputs, output):
-        if isinstance(module, nn.Linear):
-            flops[0] += 2 * module.in_features * module.out_features
-        elif isinstance(module, nn.Conv2d):
-            kh, kw = module.kernel_size
-            per_output = 2 * (module.in_channels // module.groups) * kh * kw
-            flops[0] += per_output * output[0].numel()  # output [1, C_out, H, W] -> C_out·H·W values
-        elif hasattr(module, "forward_flops"):  # a layer that counts itself, e.g. char_lstm's LSTM layers
-            flops[0] += int(module.forward_flops(inputs[0], output))
-
-    model.probe(count, lambda m: isinstance(m, nn.Linear | nn.Conv2d) or hasattr(m, "forward_flops"))
-    return int(params), int(flops[0]), tuple(int(d) for d in info.sample_shape)
+    return int(params), forward_flops(model), tuple(int(d) for d in info.sample_shape)
 
 
 @dataclass(frozen=True)
@@ -252,6 +246,7 @@ class Measured:
         key: :func:`run_key` of its spec.
         device: where it trained, ``cpu`` or ``cuda`` (the run record's ``device`` without its index);
             device_name: the record's ``device_name`` (the GPU's name on ``cuda``).
+        path: how its model's calls ran (:func:`path_of`: ``batched``, ``loop``, ``loop+tf32``, ...).
     """
 
     study: str
@@ -265,6 +260,7 @@ class Measured:
     key: str = ""
     device: str = "cpu"
     device_name: str = ""
+    path: str = "batched"
 
     @property
     def rate(self) -> float:
@@ -314,6 +310,7 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
                     key=run_key(spec),
                     device=str(info.get("device") or "cpu").split(":", 1)[0],
                     device_name=str(info.get("device_name") or ""),
+                    path=path_of(info.get("execution") or "batched", bool(info.get("tf32"))),
                 )
             )
     return out
@@ -321,6 +318,22 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
 
 GPU = "cuda"
 """The measured device whose jobs make the GPU fit (:func:`fits`)."""
+
+
+def path_of(execution: str, tf32: bool) -> str:
+    """A job's execution path for the fit: ``batched`` or ``loop`` (``hetfl.engine.execution``), with ``+tf32``
+    when its float32 products ran in TensorFloat-32 (a record before these existed: ``batched``)."""
+    return execution + ("+tf32" if tf32 else "")
+
+
+def path_fits(measured: Iterable[Measured]) -> dict[str, Fit]:
+    """The fit of the jobs measured on a GPU, per execution path (:func:`path_of`): what ``plan`` estimates
+    every GPU job under, to compare the paths (``gpu_hours_<path>``)."""
+    paths: dict[str, list[Measured]] = {}
+    for m in measured:
+        if m.device == GPU:
+            paths.setdefault(m.path, []).append(m)
+    return {path: Fit.from_measured(jobs) for path, jobs in sorted(paths.items())}
 
 
 def fits(measured: Iterable[Measured]) -> tuple[Fit, Fit | None]:
@@ -468,12 +481,20 @@ def estimate_on(
     return next((pair for pair in tried if pair[0].basis != "none"), tried[0])  # none: the first tried
 
 
-def plan(config: dict, fit: Fit, gpu_fit: Fit | None = None) -> pd.DataFrame:
+def plan(
+    config: dict, fit: Fit, gpu_fit: Fit | None = None, paths: dict[str, Fit] | None = None
+) -> pd.DataFrame:
     """One row per training job of the config's selected studies: study, run, seed, algorithm, model,
     device (the run's ``device`` setting), flops (forward FLOPs per sample), work (W, in work units), seconds
     (estimated wall seconds on one core, or holding one GPU), hardware (``cpu``: from the CPU-measured
     ``fit``, or ``gpu``: from the GPU-measured ``gpu_fit``, :func:`estimate_on`), basis and reference
-    (:class:`Estimate`)."""
+    (:class:`Estimate`).
+
+    With ``paths`` (:func:`path_fits`), a job estimated on a GPU takes the fit of its own path when that path
+    was measured (its ``execution`` on CUDA, ``hetfl.engine.execution.execution_path``, with ``+tf32`` under
+    ``precision: tf32``; column ``path``), and gets a column ``gpu_s_<path>`` per measured path: its seconds
+    had it run that way."""
+    paths = paths or {}
     suite = build_suite(config)
     rows = []
     for name in suite.selected:
@@ -481,9 +502,16 @@ def plan(config: dict, fit: Fit, gpu_fit: Fit | None = None) -> pd.DataFrame:
         for label in [*study.runs, *study.points]:
             spec = json.loads(study.run_json(label))
             work, env = job_work(spec), environment(spec)
-            estimate, hardware = estimate_on(
-                spec["device"], fit, gpu_fit, spec["algorithm"], env, work, run_key(spec)
+            path = path_of(
+                execution_path(spec.get("execution", "batched"), work.flops, "cuda"),
+                spec.get("precision") == "tf32",
             )
+            args = (spec["algorithm"], env, work, run_key(spec))
+            estimate, hardware = estimate_on(spec["device"], fit, paths.get(path, gpu_fit), *args)
+            by_path = {
+                f"gpu_s_{p}": f.estimate(*args).seconds if hardware == "gpu" else math.nan
+                for p, f in paths.items()
+            }
             for seed in study.seeds_of(label):
                 rows.append(
                     {
@@ -498,8 +526,10 @@ def plan(config: dict, fit: Fit, gpu_fit: Fit | None = None) -> pd.DataFrame:
                         "work": work.total(),
                         "seconds": estimate.seconds,
                         "hardware": hardware,
+                        "path": path if hardware == "gpu" else "",
                         "basis": estimate.basis,
                         "reference": estimate.reference,
+                        **by_path,
                     }
                 )
     return pd.DataFrame(rows)
@@ -510,7 +540,10 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
     estimated on a CPU, nan when no job of the study could be estimated), GPU-hours (``seconds / 3600`` of
     those estimated on a GPU, one GPU a job), the longest job in hours, the devices its runs ask for, and
     the basis: ``measured`` or how many jobs were extrapolated (``FLOPs``, ``family``) or left out
-    (``none``). Then a ``total`` row per device setting (when there are several) and the ``TOTAL``."""
+    (``none``); with ``gpu_s_<path>`` columns (:func:`plan`), ``gpu_hours_<path>``: the GPU-hours had every
+    GPU job run that way. Then a ``total`` row per device setting (when there are several) and the
+    ``TOTAL``."""
+    by_path = [c for c in jobs.columns if c.startswith("gpu_s_")]
     rows = []
     for study, g in jobs.groupby("study", sort=False):
         gpu = g["hardware"] == "gpu"
@@ -527,6 +560,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
                 "jobs": len(g),
                 "core_hours": g["seconds"][~gpu].sum() * threads / 3600 if estimated else math.nan,
                 "gpu_hours": g["seconds"][gpu].sum() / 3600 if estimated else math.nan,
+                **{f"gpu_hours_{c[6:]}": g[c][gpu].sum(min_count=1) / 3600 for c in by_path},
                 "longest_job_h": g["seconds"].max() / 3600,
                 "max_mem_mb": int(g["mem_mb"].max()),
                 "device": ",".join(sorted(set(g["device"]))),
@@ -541,6 +575,7 @@ def study_table(jobs: pd.DataFrame, threads: int = 1) -> pd.DataFrame:
             "jobs": int(part["jobs"].sum()),
             "core_hours": part["core_hours"].sum(),
             "gpu_hours": part["gpu_hours"].sum(),
+            **{f"gpu_hours_{c[6:]}": part[f"gpu_hours_{c[6:]}"].sum(min_count=1) for c in by_path},
             "longest_job_h": part["longest_job_h"].max(),
             "max_mem_mb": int(part["max_mem_mb"].max()),
             "device": device,
@@ -622,7 +657,8 @@ def report(
     ``cap_mb``, named ``where``, when given) to ``out`` (default stdout); return the job table (:func:`plan`)."""
     out = out or sys.stdout
     fit, gpu_fit = fits(measured)
-    jobs = plan(config, fit, gpu_fit)
+    paths = path_fits(measured)
+    jobs = plan(config, fit, gpu_fit, paths if len(paths) > 1 else None)
     on_cpu = [m for m in measured if m.device != GPU]
     on_gpu = [m for m in measured if m.device == GPU]
     gpus = ", ".join(sorted({m.device_name or "unnamed" for m in on_gpu}))
@@ -638,10 +674,19 @@ def report(
             f"GPU ({gpus}); fixed cost per job s0 = {gpu_fit.overhead:.2f} s.",
             file=out,
         )
+        if len(paths) > 1:
+            print(
+                "Execution paths measured on the GPU (each GPU job estimated under each: gpu_hours_<path>): "
+                + "; ".join(
+                    f"{p}: {sum(f.counts.values())} jobs, s0 = {f.overhead:.2f} s" for p, f in paths.items()
+                ),
+                file=out,
+            )
     rates = pd.DataFrame(
         [
             {"hardware": h, "algorithm": a, "environment": e, "model": m, "jobs": f.counts[a, e, m], "s_per_unit": r}
-            for h, f in (("cpu", fit), ("gpu", gpu_fit)) if f is not None
+            for h, f in (("cpu", fit), *(((f"gpu {p}", f) for p, f in paths.items()) if len(paths) > 1 else [("gpu", gpu_fit)]))
+            if f is not None
             for (a, e, m), r in f.rates.items()
         ]
     )  # fmt: skip

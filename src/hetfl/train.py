@@ -28,6 +28,7 @@ from hetfl.algorithms import get_algorithm
 from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
+from hetfl.engine.execution import LoopModel, resolve_execution, with_execution
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import (
     MIB,
@@ -117,22 +118,45 @@ class RunOutputs:
     artifacts: Path | None = None  # the algorithm's recorded arrays (.npz), when wanted
 
 
-def pick_device(name: str) -> torch.device:
+def pick_device(name: str, precision: str = "float32") -> torch.device:
     """``auto`` -> CUDA when available, else CPU; ``cpu``; ``cuda`` (raises RuntimeError if unavailable).
 
-    On CUDA it also turns TensorFloat-32 off for cuDNN's convolutions and cuBLAS's matrix products (torch's
-    ``allow_tf32`` flags; cuDNN's is on by default on Ampere and later GPUs), so that a float32 run computes
-    in float32 as on the CPU: with TF32 a ResNet-18's loss differed from the CPU's by 3e-4 (relative) on an
-    H200, and one CoBo run of ``collab_cifar_standin`` (lr 0.1, momentum 0.9) diverged where the CPU's did not.
+    On CUDA it also sets TensorFloat-32 for cuDNN's convolutions and cuBLAS's matrix products (torch's
+    ``allow_tf32`` flags) from the run's ``precision``: ``float32`` (the default) turns TF32 off, so that a
+    float32 run computes in float32 as on the CPU: with TF32 (cuDNN's default on Ampere and later GPUs) a
+    ResNet-18's loss differed from the CPU's by 3e-4 (relative) on an H200, and one CoBo run of
+    ``collab_cifar_standin`` (lr 0.1, momentum 0.9) diverged where the CPU's did not. ``tf32`` turns it on, as
+    the papers' codes ran (cuDNN's defaults). A CPU has no TF32: there ``tf32`` changes nothing (the training
+    job says so, and its ``run.json`` records ``tf32: false``).
+
+    Raises:
+        RuntimeError: ``cuda`` without a CUDA device.
+        ValueError: ``precision`` not ``float32`` or ``tf32`` (the config refuses it before any job runs).
     """
+    if precision not in ("float32", "tf32"):
+        raise ValueError(f"precision: unknown value {precision!r}; allowed: float32, tf32")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
     return torch.device(name)
+
+
+def tf32_active(device: torch.device) -> bool:
+    """Whether float32 products on ``device`` run in TensorFloat-32 (CUDA with torch's ``allow_tf32`` flags
+    on; never on a CPU)."""
+    return device.type == "cuda" and torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+
+
+def execution_taken(env) -> str | None:
+    """The path the model's calls took (``hetfl.engine.execution``: ``batched`` or ``loop``), for the run
+    record; None on a generated problem (no model)."""
+    if not isinstance(env, Federation):
+        return None
+    return "loop" if isinstance(env.model, LoopModel) else "batched"
 
 
 def build(
@@ -145,7 +169,8 @@ def build(
     budget: int | None = None,
 ):
     """Build the environment (a federation from the data and partition files, or a generated problem)
-    and the algorithm of ``spec``.
+    and the algorithm of ``spec``. The federation's model computes its clients one at a time
+    (``hetfl.engine.execution.LoopModel``) when the run's ``execution`` resolves to ``loop`` on ``device``.
 
         init: the ``final.pt`` of the run this one starts from (``init_from``), or None.
         budget: the run's memory budget in bytes (``hetfl.engine.memory.budget_bytes``), within which the
@@ -161,6 +186,7 @@ def build(
     else:
         dataset = Dataset.load(data)
         model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
+        model = with_execution(model, resolve_execution(spec.get("execution", "batched"), model, device))
         env = Federation.from_partition(dataset, Partition.load(partition), model, device, dtype)
         if init is not None:  # init_from: the other run's final global model
             state = torch.load(init, map_location="cpu", weights_only=True)
@@ -210,9 +236,12 @@ def apply_memory_budget(
     nbytes = env.states.budget if env.states.budget is not None else budget_bytes(budget, device)
     plan = plan_memory(env, algorithm, nbytes, batch)
     exact = env.dtype != torch.float32 or type(env.model).rows_exact_in_float32
-    if not exact and (budget in (None, "auto") or not split_inexact):
-        plan = replace(plan, rows=None)
-    limit_rows(env.model, plan.rows)
+    if isinstance(env.model, LoopModel):  # one client per call already
+        plan = replace(plan, rows=1)
+    else:
+        if not exact and (budget in (None, "auto") or not split_inexact):
+            plan = replace(plan, rows=None)
+        limit_rows(env.model, plan.rows)
     # what the plan leaves beside the resident bytes and the larger of a training call's rows and an
     # evaluation's working set: the evaluation's gathered blocks may stay there (the same sums, no gathers)
     working = max(plan.eval_bytes, plan.row_bytes * (plan.rows or algorithm.call_rows))
@@ -268,7 +297,12 @@ def train(
 
 
 def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget="auto"):
-    device = pick_device(spec["device"])
+    device = pick_device(spec["device"], spec.get("precision", "float32"))
+    if spec.get("precision") == "tf32" and device.type != "cuda":
+        print(
+            "precision tf32: the CPU has no TensorFloat-32; the run computes in float32",
+            file=log or sys.stderr,
+        )
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
     in_spec = "memory_budget" in spec  # a budget its results depend on (hetfl.config.budget_changes_results)
@@ -359,6 +393,8 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
         "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "execution": execution_taken(env),
+        "tf32": tf32_active(device),
         "memory": {
             **(memory.record() if memory is not None else {}),
             **({"client_state": env.states.record()} if isinstance(env, Federation) else {}),
