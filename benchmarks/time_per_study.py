@@ -22,10 +22,11 @@ the same configuration or read the studies that changed apart.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
+
+from hetfl.records import RunRecord
 
 
 def jobs(root: Path) -> pd.DataFrame:
@@ -55,7 +56,7 @@ def jobs(root: Path) -> pd.DataFrame:
 def training_s(root: Path, study: str, run: str) -> float:
     """The sum of the ``wall_time_s`` of run ``study/run``'s seeds (their ``run.json``; 0 when absent)."""
     infos = (root / "runs" / study / run).glob("seed=*/run.json")
-    return sum(float(json.loads(f.read_text())["wall_time_s"]) for f in infos)
+    return sum(float(RunRecord.read(f).wall_time_s or 0.0) for f in infos)
 
 
 def table(root: Path) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from hetfl.data import load_dataset, make_partition
 from hetfl.engine.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from hetfl.engine.participation import participation_schedule
 from hetfl.problems import build_problem, normalize_problem_spec
-from hetfl.train import Checkpointing, RunOutputs, run_key, train
+from hetfl.train import Checkpointing, RunOutputs, checkpoint_key, train
 from tests import test_baselines_equivalence as baselines
 from tests import test_collaborative_equivalence as collab
 from tests import test_equivalence as personal
@@ -402,7 +402,7 @@ def test_a_killed_job_resumes_to_identical_outputs(run, tmp_path):
     assert ckpt.is_file() and not paths.info.exists()  # killed: no run record, a checkpoint left
 
     info = train(spec, 0, data, part, paths, checkpoint=Checkpointing(ckpt, "key", 2, 0))
-    assert info["resumed_from_round"] == KILL and info["rounds_done"] == 10
+    assert info.resumed_from_round == KILL and info.rounds_done == 10
     assert not ckpt.exists()  # removed once the run is done
     assert paths.metrics.read_bytes() == straight.metrics.read_bytes()
     assert paths.client_metrics.read_bytes() == straight.client_metrics.read_bytes()
@@ -412,8 +412,15 @@ def test_a_killed_job_resumes_to_identical_outputs(run, tmp_path):
 
 def test_run_key_changes_with_spec_seed_and_code():
     spec = {"a": 1}
-    assert run_key(spec, 0, "c") == run_key({"a": 1}, 0, "c")
+    assert checkpoint_key(spec, 0, "c") == checkpoint_key({"a": 1}, 0, "c")
     assert (
-        len({run_key(spec, 0, "c"), run_key({"a": 2}, 0, "c"), run_key(spec, 1, "c"), run_key(spec, 0, "d")})
+        len(
+            {
+                checkpoint_key(spec, 0, "c"),
+                checkpoint_key({"a": 2}, 0, "c"),
+                checkpoint_key(spec, 1, "c"),
+                checkpoint_key(spec, 0, "d"),
+            }
+        )
         == 4
     )

@@ -219,7 +219,7 @@ def test_training_records_the_weight_matrices_and_their_metrics(tmp_path):
     }
     out = _train(tmp_path, runs, eval_every=2)
     info, metrics, paths = out["a41"]
-    assert info["status"] == "ok"
+    assert info.status == "ok"
     with np.load(paths.artifacts) as art:
         alpha, rounds, iters = art["alpha"], art["alpha_round"], art["alpha_iteration"]
         assert alpha.shape == (6, 6, 6) and art["ratio"].shape == (6, 6, 6)  # iterations 0, 2, ..., 10
@@ -255,4 +255,4 @@ def test_a_diverging_run_is_recorded_as_diverged(tmp_path):
     """lr = 5 on least squares: θ explodes; the run stops and is recorded, nothing crashes."""
     runs = {"a41": {"algorithm": "all_for_one", "lr": 5.0, "batch_size": 2, "local_steps": 20, "b_alpha": 2}}
     info, metrics, _ = _train(tmp_path, runs, rounds=30)["a41"]
-    assert info["status"] == "diverged" and info["diverged_round"] < 30
+    assert info.status == "diverged" and info.diverged_round < 30

@@ -63,7 +63,7 @@ def test_the_loop_on_cuda_equals_the_batched_cpu_run(case):
 def test_a_training_job_on_cuda_records_its_device_budget_and_peak_memory(tmp_path):
     study_cfg = {**TINY_STUDY, "device": "cuda", "runs": {"fedavg": {"algorithm": "fedavg"}}}
     info, _, _ = train_study_run(study_cfg, "fedavg", tmp_path)
-    assert info["status"] == "ok" and info["device"].startswith("cuda")
-    assert info["cuda_peak_memory_bytes"] > 0
+    assert info.status == "ok" and info.device.startswith("cuda")
+    assert info.cuda_peak_memory_bytes > 0
     free, total = torch.cuda.mem_get_info()
-    assert 0 < info["memory"]["budget_bytes"] <= total
+    assert 0 < info.memory["budget_bytes"] <= total

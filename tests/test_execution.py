@@ -174,10 +174,10 @@ def test_a_looped_tf32_job_on_the_cpu_records_its_path_and_no_tf32(tmp_path):
     info, paths, _ = train_study_run(
         {**_study(execution="loop", precision="tf32"), "rounds": 2}, "fedavg", tmp_path / "loop"
     )
-    assert info["status"] == "ok" and info["execution"] == "loop" and info["tf32"] is False
-    assert info["memory"]["rows_per_call"] == 1
+    assert info.status == "ok" and info.execution == "loop" and info.tf32 is False
+    assert info.memory["rows_per_call"] == 1
     batched, _, _ = train_study_run({**_study(), "rounds": 2}, "fedavg", tmp_path / "batched")
-    assert batched["execution"] == "batched"
+    assert batched.execution == "batched"
     loop_state = torch.load(paths.model, weights_only=True)
     batched_state = torch.load(tmp_path / "batched" / "run" / "final.pt", weights_only=True)
     for k in batched_state:  # float32 MLR: the same model up to float32 rounding

@@ -459,7 +459,7 @@ def test_char_lstm_trains_on_leaf_shakespeare_text_end_to_end(tmp_path):
     }
     info, paths, dataset = train_study_run(study_cfg, "fedavg", tmp_path)
     assert dataset.x.shape[1:] == (8,) and dataset.num_classes == 80
-    assert info["status"] == "ok" and info["rounds_done"] == 2
+    assert info.status == "ok" and info.rounds_done == 2
     metrics = pd.read_csv(paths.metrics)
     loss = metrics[metrics.metric == "train_loss_global"].set_index("round")["value"]
     assert loss[0] == pytest.approx(math.log(80), abs=0.3)  # about uniform over 80 characters at the start

@@ -37,6 +37,7 @@ from hetfl.plan import (
     report,
     study_table,
 )
+from hetfl.records import RunRecord
 
 OVERHEAD = 2.0  # s0, seconds per job
 RATES = {"fedavg": 3e-9, "pfedme": 6e-9, "ffgg": 2e-11}  # c, seconds per work unit
@@ -91,8 +92,10 @@ def write_measured(
                 )
                 run_dir = root / "runs" / name / label / f"seed={seed}"
                 run_dir.mkdir(parents=True)
-                record = {"status": "ok", "wall_time_s": train, "threads": 1, "spec": spec, **(device or {})}
-                (run_dir / "run.json").write_text(json.dumps(record))
+                RunRecord(
+                    study=name, run=label, algorithm=spec["algorithm"], seed=seed, status="ok",
+                    wall_time_s=train, threads=1, spec=spec, **(device or {}),
+                ).write(run_dir / "run.json")  # fmt: skip
                 tsv = root / "benchmarks" / "train" / name / label / f"seed={seed}.tsv"
                 tsv.parent.mkdir(parents=True, exist_ok=True)
                 tsv.write_text(f"s\th:m:s\tmax_rss\n{train + overhead:.6f}\t0:00:01\t100.0\n")

@@ -84,7 +84,7 @@ def test_training_a_problem_needs_no_files(tmp_path):
     s = build_suite(study()).studies["p"]
     out = RunOutputs(*(tmp_path / n for n in ("m.csv", "c.csv", "run.json", "final.pt")))
     info = train(json.loads(s.run_json("full")), 0, None, None, out)
-    assert info["status"] == "ok" and info["num_clients"] == 5
+    assert info.status == "ok" and info.num_clients == 5
     metrics = pd.read_csv(out.metrics)
     assert sorted(metrics["round"].unique()) == [0, 3, 6]
     dist = metrics[metrics["metric"] == "dist_sq"].set_index("round")["value"]

@@ -76,7 +76,7 @@ def _train(tmp_path: Path, study: dict, label: str):
 def test_a_training_job_writes_the_metrics_and_artifacts(tmp_path):
     study = _study({"a": {"algorithm": "ffgg_async", "local_steps": 3}})
     info, metrics, out = _train(tmp_path, study, "a")
-    assert info["status"] == "ok" and info["num_clients"] == 4
+    assert info.status == "ok" and info.num_clients == 4
     assert set(metrics["metric"]) == {
         "F_norm_sq", "F_norm", "theta_dist_sq", "loss", "grad_evals", "comm_rounds",
         "directions", "time", "delay_max", "delay_mean",
@@ -94,8 +94,8 @@ def test_a_diverging_run_is_recorded_as_diverged(tmp_path):
         {"l": {"algorithm": "l2gd", "local_steps": 10, "stepsize_rule": "literal"}}, rounds=200, n=2000
     )
     info, metrics, _ = _train(tmp_path, study, "l")
-    assert info["status"] == "diverged" and info["diverged_round"] < 200
-    assert not np.isfinite(metrics[metrics["round"] == info["diverged_round"]]["value"]).all()
+    assert info.status == "diverged" and info.diverged_round < 200
+    assert not np.isfinite(metrics[metrics["round"] == info.diverged_round]["value"]).all()
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
+
+from hetfl.records import RunRecord
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "time_per_study.py"
 spec = importlib.util.spec_from_file_location("time_per_study", SCRIPT)
@@ -24,7 +25,8 @@ def _run(root: Path, walls: dict[str, float], training: dict[str, float] | None 
     for seed_dir, s in (training or {}).items():
         f = root / "runs" / seed_dir / "run.json"
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps({"wall_time_s": s}))
+        study, run, seed = seed_dir.split("/")
+        RunRecord(study, run, "fedavg", int(seed.split("=")[1]), "ok", wall_time_s=s).write(f)
     return root
 
 

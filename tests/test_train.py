@@ -43,7 +43,7 @@ def run(setup, label, seed, name, memory_budget="auto"):
 
 def test_outputs_and_record(setup):
     info, paths = run(setup, "pfedme", 0, "a")
-    assert info["status"] == "ok" and info["rounds_done"] == 4 and info["diverged_round"] is None
+    assert info.status == "ok" and info.rounds_done == 4 and info.diverged_round is None
     saved = json.loads(paths.info.read_text())
     assert saved["spec"]["hyperparameters"]["K"] == 2 and saved["device"] == "cpu" and saved["threads"] == 1
     metrics = pd.read_csv(paths.metrics)
@@ -73,33 +73,31 @@ def test_same_seed_same_bytes_other_seed_other_bytes(setup):
 def test_a_small_memory_budget_chunks_the_calls_and_changes_no_byte(setup, label, capsys):
     whole, a = run(setup, label, 0, f"m-{label}-auto")
     mib = 2**20
-    resident = whole["memory"]["resident_bytes"] / mib
-    budget = resident + 2.5 * whole["memory"]["row_bytes"] / mib  # two rows per call
+    resident = whole.memory["resident_bytes"] / mib
+    budget = resident + 2.5 * whole.memory["row_bytes"] / mib  # two rows per call
     chunked, b = run(setup, label, 0, f"m-{label}-small", memory_budget=budget)
     # within the small budget pFedMe's per-client stacks (θ̃_i, w_{i,R}) go to a memory-mapped file
     # (hetfl.engine.state) and leave the resident bytes; FedAvg has none: two rows per call
-    state, memory = chunked["memory"]["client_state"], chunked["memory"]
+    state, memory = chunked.memory["client_state"], chunked.memory
     assert (state["mmap_bytes"] > 0) == (label == "pfedme") and state["host_bytes"] == 0
     said = "per-client state off the device within memory_budget" in capsys.readouterr().err
     assert said == (label == "pfedme")  # the job's log says where its state went
-    assert whole["memory"]["client_state"]["mmap_bytes"] == 0
-    assert whole["memory"]["resident_bytes"] - memory["resident_bytes"] == state["mmap_bytes"]
+    assert whole.memory["client_state"]["mmap_bytes"] == 0
+    assert whole.memory["resident_bytes"] - memory["resident_bytes"] == state["mmap_bytes"]
     left = memory["budget_bytes"] - memory["resident_bytes"]
-    assert whole["memory"]["rows_per_call"] is None and memory["rows_per_call"] == left // memory["row_bytes"]
+    assert whole.memory["rows_per_call"] is None and memory["rows_per_call"] == left // memory["row_bytes"]
     assert memory["rows_per_call"] == 2 if label == "fedavg" else memory["rows_per_call"] > 2
-    assert chunked["memory"]["fits"] and chunked["memory"]["budget_bytes"] == int(budget * mib)
-    assert whole["memory"]["eval_fits"] and whole["memory"]["eval_bytes"] > 2.5 * whole["memory"]["row_bytes"]
-    assert not chunked["memory"][
-        "eval_fits"
-    ]  # two rows fit, an evaluation call does not: reported, not split
-    assert chunked["memory"]["peak_rss_bytes"] >= chunked["memory"]["rss_before_bytes"] > 0
+    assert chunked.memory["fits"] and chunked.memory["budget_bytes"] == int(budget * mib)
+    assert whole.memory["eval_fits"] and whole.memory["eval_bytes"] > 2.5 * whole.memory["row_bytes"]
+    assert not chunked.memory["eval_fits"]  # two rows fit, an evaluation call does not: reported, not split
+    assert chunked.memory["peak_rss_bytes"] >= chunked.memory["rss_before_bytes"] > 0
     for f in ("metrics", "client_metrics", "model"):
         assert getattr(a, f).read_bytes() == getattr(b, f).read_bytes(), f
     starved, c = run(setup, label, 0, f"m-{label}-starved", memory_budget=resident / 2)
-    assert starved["memory"]["rows_per_call"] == 1 and not starved["memory"]["fits"]
+    assert starved.memory["rows_per_call"] == 1 and not starved.memory["fits"]
     said = capsys.readouterr().err
     assert "one client per call" in said and ("aggregation: sequential" in said) == (label == "fedavg")
-    budget_mib = starved["memory"]["budget_bytes"] / 2**20  # a fraction of a MiB: said as such, never "0 MiB"
+    budget_mib = starved.memory["budget_bytes"] / 2**20  # a fraction of a MiB: said as such, never "0 MiB"
     assert budget_mib < 1 and f"memory_budget {budget_mib:.3g} MiB is below" in said and " 0 MiB" not in said
     assert a.metrics.read_bytes() == c.metrics.read_bytes()
 
@@ -108,18 +106,16 @@ def test_runs_of_a_study_share_the_participation_stream(setup):
     fedavg, _ = run(setup, "fedavg", 1, "p1")
     pfedme, _ = run(setup, "pfedme", 1, "p2")
     other_seed, _ = run(setup, "pfedme", 0, "p3")
-    assert (
-        fedavg["participation_sha256"] == pfedme["participation_sha256"] != other_seed["participation_sha256"]
-    )
+    assert fedavg.participation_sha256 == pfedme.participation_sha256 != other_seed.participation_sha256
 
 
 def test_divergence_is_recorded_not_raised(setup):
     info, paths = run(setup, "pfedme_big_lambda", 0, "d")
-    assert info["status"] == "diverged"
-    assert 1 <= info["diverged_round"] <= 4
+    assert info.status == "diverged"
+    assert 1 <= info.diverged_round <= 4
     metrics = pd.read_csv(paths.metrics)
     last = metrics[metrics["round"] == metrics["round"].max()]
-    assert last["round"].iloc[0] == info["diverged_round"]
+    assert last["round"].iloc[0] == info.diverged_round
     assert (
         not last[last["metric"].str.contains("loss")]["value"]
         .map(lambda v: pd.notna(v) and abs(v) < 1e30)
@@ -142,7 +138,7 @@ def test_a_float32_cnn_is_split_only_under_the_budget_of_its_spec(tmp_path):
         info = train(
             json.loads(study.run_json("fedavg")), 0, tmp_path / "data.npz", tmp_path / "part.npz", paths, **kw
         )
-        return info["memory"]["rows_per_call"]
+        return info.memory["rows_per_call"]
 
     assert rows(auto, "cli", memory_budget=0.01) is None  # a command-line budget: not in the spec, not split
     small = build_suite({"studies": {"t": {**base, "memory_budget": 0.01}}}).studies["t"]

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from hetfl.records import RunRecord
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
@@ -48,8 +49,8 @@ def test_the_grid_trains_on_the_tuning_seeds_and_the_run_trains_with_the_choice(
         assert not (repo / f"results/runs/t/{point}/seed=0").exists()  # not on the study's seeds
     choice = json.loads((repo / "results/tuning/t/fedavg/choice.json").read_text())
     assert choice["point"] == "fedavg@lr=0.3" and choice["hyperparameters"] == {"lr": 0.3}
-    info = json.loads((repo / "results/runs/t/fedavg/seed=0/run.json").read_text())
-    assert info["spec"]["hyperparameters"]["lr"] == 0.3 and info["spec"]["tuned"]["point"] == "fedavg@lr=0.3"
+    info = RunRecord.read(repo / "results/runs/t/fedavg/seed=0/run.json")
+    assert info.spec["hyperparameters"]["lr"] == 0.3 and info.spec["tuned"]["point"] == "fedavg@lr=0.3"
     table = pd.read_csv(repo / "results/tables/t/tuning.csv")
     assert table["point"].tolist() == ["fedavg@lr=0.0001", "fedavg@lr=0.3"]
     assert table["chosen"].tolist() == ["no", "yes"] and (table["metric"] == "val_loss_global").all()

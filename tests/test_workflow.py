@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from hetfl.records import RunRecord
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
@@ -82,8 +83,8 @@ def test_a_run_starts_from_another_runs_final_model(repo):
 
 
 def test_diverged_run_is_recorded_and_the_rest_completes(repo):
-    info = json.loads((repo / "results/runs/tiny/pfedme_big_lambda/seed=0/run.json").read_text())
-    assert info["status"] == "diverged" and info["diverged_round"] >= 1
+    info = RunRecord.read(repo / "results/runs/tiny/pfedme_big_lambda/seed=0/run.json")
+    assert info.status == "diverged" and info.diverged_round >= 1
     status = pd.read_csv(repo / "results/tables/tiny/status.csv")
     assert set(status[status["run"] == "pfedme_big_lambda"]["status"]) == {"diverged"}
     assert set(status[status["run"] != "pfedme_big_lambda"]["status"]) == {"ok"}

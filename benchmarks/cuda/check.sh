@@ -63,19 +63,20 @@ if wanted suite; then
     step suite "${T_SUITE:-240}" python3 -m snakemake --cores "$cores" --keep-going \
         --configfile config/config.yaml "$out/vgg.yaml" --config "select=$studies"
     python3 - "$out/runs.csv" "$studies" <<'PY' 2>&1 | tee -a "$log"
-import glob, json, sys
+import glob, sys
 import pandas as pd
+from hetfl.records import RunRecord
 rows = []
 for study in sys.argv[2].split(","):
     for path in sorted(glob.glob(f"results/runs/{study}/*/seed=*/run.json")):
-        d = json.load(open(path))
+        d = RunRecord.read(path)
         rows.append({
-            "study": study, "run": d["run"], "seed": d["seed"], "status": d["status"],
-            "device": d["device"], "device_name": d["device_name"], "wall_time_s": d["wall_time_s"],
-            "cuda_peak_mib": (d["cuda_peak_memory_bytes"] or 0) / 2**20,
-            "peak_rss_mib": (d["memory"].get("peak_rss_bytes") or 0) / 2**20,
-            "budget_mib": (d["memory"].get("budget_bytes") or 0) / 2**20,  # none on a generated problem
-            "rows_per_call": d["memory"].get("rows_per_call"),
+            "study": study, "run": d.run, "seed": d.seed, "status": d.status, "device": d.device,
+            "device_name": d.device_name, "wall_time_s": d.wall_time_s, "execution": d.execution, "tf32": d.tf32,
+            "cuda_peak_mib": (d.cuda_peak_memory_bytes or 0) / 2**20,
+            "peak_rss_mib": (d.memory.get("peak_rss_bytes") or 0) / 2**20,
+            "budget_mib": (d.memory.get("budget_bytes") or 0) / 2**20,  # none on a generated problem
+            "rows_per_call": d.memory.get("rows_per_call"),
         })
 frame = pd.DataFrame(rows)
 frame.to_csv(sys.argv[1], index=False)

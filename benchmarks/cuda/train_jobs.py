@@ -51,6 +51,7 @@ def main(argv=None) -> None:
     from hetfl.config import build_suite
     from hetfl.data import load_dataset, make_partition
     from hetfl.plan import load_config
+    from hetfl.records import RunRecord
 
     config = load_config(args.configfile)
     config["select"] = args.select.split(",")
@@ -85,12 +86,12 @@ def main(argv=None) -> None:
                 bench = results / "benchmarks" / "train" / name / label / f"seed={seed}.tsv"
                 bench.parent.mkdir(parents=True, exist_ok=True)
                 bench.write_text(f"s\n{seconds:.4f}\n")
-                info = json.loads((out / "run.json").read_text())
+                info = RunRecord.read(out / "run.json")
                 print(
-                    f"{name}/{label}/seed={seed}: {info['status']} on {info['device']} ({info['device_name']}), "
-                    f"execution {info['execution']}, tf32 {info['tf32']}: job {seconds:.1f} s, training "
-                    f"{info['wall_time_s']:.1f} s, start-up {seconds - info['wall_time_s']:.1f} s, CUDA peak "
-                    f"{(info['cuda_peak_memory_bytes'] or 0) / 2**20:.0f} MiB",
+                    f"{name}/{label}/seed={seed}: {info.status} on {info.device} ({info.device_name}), "
+                    f"execution {info.execution}, tf32 {info.tf32}: job {seconds:.1f} s, training "
+                    f"{info.wall_time_s:.1f} s, start-up {seconds - info.wall_time_s:.1f} s, CUDA peak "
+                    f"{(info.cuda_peak_memory_bytes or 0) / 2**20:.0f} MiB",
                     flush=True,
                 )
     if failed:

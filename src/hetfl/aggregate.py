@@ -32,7 +32,6 @@ clients by :func:`metric_direction`), then mean and std of each over seeds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from hetfl.errors import ConfigError
+from hetfl.records import RunRecord
 
 LOWER_BETTER = ("loss", "error", "dist", "gap", "norm")
 """A metric whose name contains one of these is lower-better; every other metric is higher-better."""
@@ -56,16 +56,6 @@ _KEYS = ["study", "run", "metric"]
 def metric_direction(name: str) -> str:
     """``"min"`` if ``name`` contains loss, error, dist, gap or norm (lower is better), else ``"max"``."""
     return "min" if any(token in name for token in LOWER_BETTER) else "max"
-
-
-def _read_info(path: str | Path) -> dict:
-    info = json.loads(Path(path).read_text())
-    missing = [k for k in ("study", "run", "algorithm", "seed", "status") if k not in info]
-    if missing:
-        raise ValueError(f"{path}: run.json lacks {', '.join(missing)}")
-    if info["status"] not in ("ok", "diverged"):
-        raise ValueError(f"{path}: status {info['status']!r} is not one of ok, diverged")
-    return info
 
 
 def _read_metrics(path: str | Path) -> pd.DataFrame:
@@ -106,25 +96,25 @@ def load_runs(entries: Iterable[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     longs, infos = [], []
     for entry in entries:
-        info = _read_info(entry["info"])
-        if str(info["run"]) != str(entry["run"]) or int(info["seed"]) != int(entry["seed"]):
+        info = RunRecord.read(entry["info"])
+        if str(info.run) != str(entry["run"]) or int(info.seed) != int(entry["seed"]):
             raise ValueError(
-                f"{entry['info']}: run.json is for run {info['run']!r} seed {info['seed']}, "
+                f"{entry['info']}: run.json is for run {info.run!r} seed {info.seed}, "
                 f"expected run {entry['run']!r} seed {entry['seed']}"
             )
         ids = {
-            "study": str(info["study"]),
+            "study": str(info.study),
             "run": str(entry["run"]),
-            "algorithm": str(info["algorithm"]),
+            "algorithm": str(info.algorithm),
             "seed": int(entry["seed"]),
         }
         longs.append(_read_metrics(entry["metrics"]).assign(**ids))
         infos.append(
             {
                 **ids,
-                "status": info["status"],
-                "diverged_round": info.get("diverged_round"),
-                "wall_time_s": info.get("wall_time_s"),
+                "status": info.status,
+                "diverged_round": info.diverged_round,
+                "wall_time_s": info.wall_time_s,
             }
         )
     status = pd.DataFrame(infos, columns=STATUS_COLUMNS).astype(

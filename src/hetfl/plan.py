@@ -88,6 +88,7 @@ from hetfl.engine.execution import execution_path, forward_flops
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
+from hetfl.records import RunRecord
 from hetfl.resources import train_resources
 
 EVAL_COST = 1 / 3
@@ -95,7 +96,7 @@ EVAL_COST = 1 / 3
 
 DEFAULT_CONFIG = "config/config.yaml"
 SCALE_KEYS = ("rounds", "eval_every", "device", "study", "run", "execution", "precision")
-"""Spec keys a paper study may change in a measured run without changing the run (:func:`run_key`); the
+"""Spec keys a paper study may change in a measured run without changing the run (:func:`cost_key`); the
 execution path and precision are the hardware's side of the fit instead (:func:`path_of`)."""
 
 
@@ -227,9 +228,9 @@ def family(algorithm: str, env: str) -> str:
     return get_algorithm(algorithm, environment=env).__module__.split(".")[2]
 
 
-def run_key(spec: dict[str, Any]) -> str:
-    """What makes two runs the same for the cost: the spec without rounds, ``eval_every``, device,
-    study and run names (canonical JSON)."""
+def cost_key(spec: dict[str, Any]) -> str:
+    """What makes two runs the same for the cost: the spec without :data:`SCALE_KEYS` (rounds,
+    ``eval_every``, device, study and run names, execution path and precision), as canonical JSON."""
     return canonical_json({k: v for k, v in spec.items() if k not in SCALE_KEYS})
 
 
@@ -243,7 +244,7 @@ class Measured:
     Attributes:
         seconds: the benchmark's ``s`` (wall seconds of the whole job).
         train_seconds: the run's ``wall_time_s`` (building the federation, training, evaluating).
-        key: :func:`run_key` of its spec.
+        key: :func:`cost_key` of its spec.
         device: where it trained, ``cpu`` or ``cuda`` (the run record's ``device`` without its index);
             device_name: the record's ``device_name`` (the GPU's name on ``cuda``).
         path: how its model's calls ran (:func:`path_of`: ``batched``, ``loop``, ``loop+tf32``, ...).
@@ -290,13 +291,13 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
         records = [Path(runs) / study / run / f"seed={seed}" / "run.json" for seed in seeds]
         if not seeds or not all(r.is_file() for r in records):
             continue
-        infos = [json.loads(r.read_text()) for r in records]
+        infos = [RunRecord.read(r) for r in records]
         seconds = float(pd.read_csv(tsv, sep="\t")["s"].iloc[-1])
-        fixed = seconds - sum(float(i["wall_time_s"]) for i in infos)  # the process's, once per job
+        fixed = seconds - sum(float(i.wall_time_s) for i in infos)  # the process's, once per job
         for seed, info in zip(seeds, infos, strict=True):
-            if info.get("status") != "ok" or info.get("resumed_from_round") is not None:
+            if info.status != "ok" or info.resumed_from_round is not None:
                 continue
-            spec = info["spec"]
+            spec = info.spec
             out.append(
                 Measured(
                     study=study,
@@ -305,12 +306,12 @@ def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
                     algorithm=spec["algorithm"],
                     environment=environment(spec),
                     work=job_work(spec),
-                    seconds=float(info["wall_time_s"]) + fixed,
-                    train_seconds=float(info["wall_time_s"]),
-                    key=run_key(spec),
-                    device=str(info.get("device") or "cpu").split(":", 1)[0],
-                    device_name=str(info.get("device_name") or ""),
-                    path=path_of(info.get("execution") or "batched", bool(info.get("tf32"))),
+                    seconds=float(info.wall_time_s) + fixed,
+                    train_seconds=float(info.wall_time_s),
+                    key=cost_key(spec),
+                    device=info.device_type,
+                    device_name=str(info.device_name or ""),
+                    path=path_of(info.execution or "batched", info.tf32),
                 )
             )
     return out
@@ -371,7 +372,7 @@ class Fit:
         counts: measured jobs per group.
         sizes: ``model -> (F, U)`` of each measured model: forward FLOPs per sample (0 on a
             generated problem) and work units per sample.
-        run_rates: ``run_key -> seconds per work unit``, the median over that run's measured seeds.
+        run_rates: ``cost_key -> seconds per work unit``, the median over that run's measured seeds.
     """
 
     overhead: float
@@ -417,7 +418,7 @@ class Fit:
 
     def estimate(self, algorithm: str, env: str, work: Work, key: str = "") -> Estimate:
         """The estimated wall seconds of a job of ``algorithm`` on ``env`` with size ``work`` and
-        :func:`run_key` ``key``: from the same run measured (``same run``), else from the measured
+        :func:`cost_key` ``key``: from the same run measured (``same run``), else from the measured
         group of the same algorithm and model (``measured``), else from the algorithm's measured model
         nearest in size, scaled by FLOPs (``FLOPs``), else from the nearest of the algorithm
         family's (``family``)."""
@@ -506,7 +507,7 @@ def plan(
                 execution_path(spec.get("execution", "batched"), work.flops, "cuda"),
                 spec.get("precision") == "tf32",
             )
-            args = (spec["algorithm"], env, work, run_key(spec))
+            args = (spec["algorithm"], env, work, cost_key(spec))
             estimate, hardware = estimate_on(spec["device"], fit, paths.get(path, gpu_fit), *args)
             by_path = {
                 f"gpu_s_{p}": f.estimate(*args).seconds if hardware == "gpu" else math.nan

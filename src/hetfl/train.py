@@ -44,7 +44,7 @@ from hetfl.engine.runner import run_rounds
 from hetfl.engine.state import ClientStates
 from hetfl.models import build_model
 from hetfl.problems import build_problem
-from hetfl.records import MetricsWriter, write_json
+from hetfl.records import MetricsWriter, RunRecord
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Checkpointing:
 
     Attributes:
         path: the checkpoint file; resumed from when it exists and belongs to this run.
-        key: identifies the run (``run_key``): a checkpoint with another key is ignored.
+        key: identifies the run (``checkpoint_key``): a checkpoint with another key is ignored.
         every_rounds: save after every this many rounds (None: not by rounds).
         every_seconds: save at the first round end at least this many wall seconds after the last
             save (0: not by time).
@@ -76,7 +76,7 @@ def mib(nbytes: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.3g}"
 
 
-def run_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
+def checkpoint_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
     """A checkpoint key: SHA-256 of the resolved run spec, the seed and the code fingerprint."""
     blob = json.dumps([spec, int(seed), code], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -288,7 +288,8 @@ def train(
             clients one batched call takes; the results do not depend on it (so it is not part of the spec).
 
     Returns:
-        The run record written to ``outputs.info`` (status ``ok`` or ``diverged``).
+        The run record written to ``outputs.info`` (:class:`hetfl.records.RunRecord`; status ``ok`` or
+        ``diverged``).
     """
     threads = max(1, int(threads))
     torch.set_num_threads(threads)
@@ -380,36 +381,36 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     torch.save(algorithm.state_dict(), outputs.model)
     if outputs.artifacts is not None:
         np.savez_compressed(outputs.artifacts, **algorithm.artifacts())
-    info = {
-        "study": spec["study"],
-        "run": spec["run"],
-        "algorithm": spec["algorithm"],
-        "seed": seed,
-        "status": outcome.status,
-        "diverged_round": outcome.diverged_round,
-        "rounds_done": outcome.rounds_done,
-        "wall_time_s": round(before_s + time.perf_counter() - start, 3),
-        "resumed_from_round": None if resumed is None else resumed.round,
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-        "cuda_peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
-        "execution": execution_taken(env),
-        "tf32": tf32_active(device),
-        "memory": {
+    record = RunRecord(
+        study=spec["study"],
+        run=spec["run"],
+        algorithm=spec["algorithm"],
+        seed=seed,
+        status=outcome.status,
+        diverged_round=outcome.diverged_round,
+        rounds_done=outcome.rounds_done,
+        wall_time_s=round(before_s + time.perf_counter() - start, 3),
+        resumed_from_round=None if resumed is None else resumed.round,
+        device=str(device),
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        cuda_peak_memory_bytes=torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        execution=execution_taken(env),
+        tf32=tf32_active(device),
+        memory={
             **(memory.record() if memory is not None else {}),
             **({"client_state": env.states.record()} if isinstance(env, Federation) else {}),
             "rss_before_bytes": rss_before,  # the process's peak RSS before the run's data (Python, torch)
             "peak_rss_bytes": peak_rss_bytes(),
         },
-        "threads": torch.get_num_threads(),
-        "num_clients": env.num_clients,
-        "clients_per_round": algorithm.clients_per_round,
+        threads=torch.get_num_threads(),
+        num_clients=env.num_clients,
+        clients_per_round=algorithm.clients_per_round,
         # the same for every run of a study with the same seed and S: they see the same clients each round
-        "participation_sha256": hashlib.sha256(schedule.numpy().tobytes()).hexdigest()[:16],
-        "versions": _versions(),
-        "spec": spec,
-    }
-    write_json(outputs.info, info)
+        participation_sha256=hashlib.sha256(schedule.numpy().tobytes()).hexdigest()[:16],
+        versions=_versions(),
+        spec=spec,
+    )
+    record.write(outputs.info)
     if checkpoint is not None:
         checkpoint.path.unlink(missing_ok=True)
-    return info
+    return record

@@ -10,7 +10,7 @@ from hetfl.logs import redirect
 log = redirect(snakemake.log[0])
 
 from hetfl.engine.checkpoint import resolve_checkpoint  # noqa: E402
-from hetfl.train import Checkpointing, RunOutputs, apply_choice, run_key, train  # noqa: E402
+from hetfl.train import Checkpointing, RunOutputs, apply_choice, checkpoint_key, train  # noqa: E402
 
 out, inp, wc = snakemake.output, snakemake.input, snakemake.wildcards
 study, run = wc.key.split("/", 1) if "key" in wc.keys() else (wc.study, wc.run)
@@ -30,7 +30,7 @@ policy = resolve_checkpoint(snakemake.config.get("checkpoint"))  # not a param: 
 for seed in seeds:
     checkpoint = Checkpointing(
         Path(f"results/checkpoints/{study}/{run}/seed={seed}.pt"),
-        run_key(spec, seed, snakemake.params.code),
+        checkpoint_key(spec, seed, snakemake.params.code),
         policy["every_rounds"],
         policy["every_seconds"],
     )
@@ -48,6 +48,6 @@ for seed in seeds:
         memory_budget=snakemake.resources.get("memory_budget", "auto"),
     )
     print(
-        f"seed {seed}: status {info['status']} after {info['rounds_done']} rounds, {info['wall_time_s']} s "
-        f"on {info['device']}"
+        f"seed {seed}: status {info.status} after {info.rounds_done} rounds, {info.wall_time_s} s "
+        f"on {info.device}"
     )

@@ -155,7 +155,7 @@ def save_checkpoint(
 
     Args:
         path: the checkpoint file (its folder is created).
-        key: identifies the run (``run_key``); a later ``load_checkpoint`` with another key ignores it.
+        key: identifies the run (``checkpoint_key``); a later ``load_checkpoint`` with another key ignores it.
         algorithm: an ``hetfl.algorithms.base.Algorithm``; ``algorithm.env`` is referenced, not saved.
         round_done: rounds completed (and evaluated, when due) at this point.
         metrics, client_metrics: the bytes of ``metrics.csv`` and the per-client file so far.
