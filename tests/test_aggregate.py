@@ -20,13 +20,13 @@ from hetfl.aggregate import (
     format_stat,
     load_clients,
     load_runs,
-    metric_direction,
     seed_values,
     summarize,
     summary_markdown,
     write_csv,
 )
 from hetfl.errors import ConfigError
+from hetfl.metrics import parse_metric
 
 NAN, INF = float("nan"), float("inf")
 # run -> seed -> (status, {metric: values at rounds 0, 1, ...})
@@ -79,10 +79,10 @@ def row(summary, run, metric):
 
 
 def test_metric_direction():
-    assert metric_direction("train_loss_global") == "min"
-    assert metric_direction("dist_to_opt") == "min"
-    assert metric_direction("grad_norm") == "min"
-    assert metric_direction("test_acc_personal") == "max"
+    assert parse_metric("train_loss_global").direction == "min"
+    assert parse_metric("dist_to_opt").direction == "min"
+    assert parse_metric("grad_norm").direction == "min"
+    assert parse_metric("test_acc_personal").direction == "max"
 
 
 def test_load_runs_columns_order_and_values(tables):

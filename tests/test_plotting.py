@@ -172,6 +172,10 @@ def test_plot_multi_panel_logy_diverged(tables, tmp_path):
     plot_figure(long, fig, tmp_path / "both.png", tmp_path / "both.pdf", title_prefix="toy:", status=status)
     assert_image(tmp_path / "both.png", b"\x89PNG")
     assert_image(tmp_path / "both.pdf", b"%PDF")
+    plot_figure(long, fig, tmp_path / "again.png", tmp_path / "again.pdf", title_prefix="toy:", status=status)
+    for suffix in ("png", "pdf"):  # the same figure, the same bytes (a PDF carries no creation date)
+        assert (tmp_path / f"again.{suffix}").read_bytes() == (tmp_path / f"both.{suffix}").read_bytes()
+    assert b"CreationDate" not in (tmp_path / "both.pdf").read_bytes()
 
 
 def test_plot_single_seed_with_ylim(tables, tmp_path):

@@ -27,7 +27,7 @@ the metrics' own units.
 Per-client distribution (:func:`client_seed_stats`, :func:`client_summary`): per run, seed and
 metric, over clients at the final round and at the round ``best`` selects: the unweighted mean, the
 std across clients (ddof=0) and the worst 10 % (the mean of the ``ceil(0.1 * n_clients)`` worst
-clients by :func:`metric_direction`), then mean and std of each over seeds.
+clients by the metric's direction (``hetfl.metrics.parse_metric``)), then mean and std of each over seeds.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ import pandas as pd
 from scipy import stats
 
 from hetfl.errors import ConfigError
+from hetfl.metrics import parse_metric
 from hetfl.records import RunRecord
-
-LOWER_BETTER = ("loss", "error", "dist", "gap", "norm")
-"""A metric whose name contains one of these is lower-better; every other metric is higher-better."""
 
 LONG_COLUMNS = ["study", "run", "algorithm", "seed", "round", "metric", "value"]
 STATUS_COLUMNS = ["study", "run", "algorithm", "seed", "status", "diverged_round", "wall_time_s"]
@@ -53,9 +51,12 @@ STATISTICS = ("final", "best", "last", "at", "diverged")
 _KEYS = ["study", "run", "metric"]
 
 
-def metric_direction(name: str) -> str:
-    """``"min"`` if ``name`` contains loss, error, dist, gap or norm (lower is better), else ``"max"``."""
-    return "min" if any(token in name for token in LOWER_BETTER) else "max"
+def _sign(metric: str) -> float:
+    return parse_metric(metric).sign
+
+
+def _direction(metric: str) -> str:
+    return parse_metric(metric).direction
 
 
 def _read_metrics(path: str | Path) -> pd.DataFrame:
@@ -136,7 +137,7 @@ def seed_values(
     Args:
         long, status: as returned by :func:`load_runs`.
         stat: ``final`` (value at the seed's last evaluated round), ``best`` (best over rounds by
-            :func:`metric_direction`, the pFedMe paper's metric), ``last`` (mean of the last ``arg``
+            the metric's direction (``hetfl.metrics.parse_metric``), the pFedMe paper's metric), ``last`` (mean of the last ``arg``
             evaluated rounds), ``at`` (value at round ``arg``), ``diverged`` (1.0 if the seed
             diverged, else 0.0).
         arg: ``k`` for ``last``, the round for ``at``.
@@ -170,7 +171,7 @@ def seed_values(
         tail = data.groupby(keys, sort=False).tail(arg)
         values = tail.groupby(keys, sort=False)["value"].agg(lambda v: v.to_numpy().mean()).reset_index()
     else:  # best: sort each group best-first by the signed value (nan last), keep the first
-        sign = np.where(data["metric"].map(metric_direction) == "max", 1.0, -1.0)
+        sign = data["metric"].map(_sign).to_numpy()
         ranked = data.assign(signed=data["value"] * sign).sort_values(
             "signed", ascending=False, na_position="last", kind="mergesort"
         )
@@ -201,10 +202,10 @@ def val_selected_values(long: pd.DataFrame, status: pd.DataFrame) -> pd.DataFram
     finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
     data = long.merge(finished, on=["study", "run", "seed"])
     data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
-    val = data[data["metric"].str.startswith("val_")]
+    val = data[data["metric"].map(lambda m: parse_metric(m).split == "val").astype(bool)]
     if val.empty:
         return pd.DataFrame(columns=[*_KEYS, "seed", "value"])
-    sign = np.where(val["metric"].map(metric_direction) == "max", 1.0, -1.0)
+    sign = val["metric"].map(_sign).to_numpy()
     ranked = val.assign(signed=val["value"] * sign).sort_values(
         ["study", "run", "seed", "metric", "signed", "round"],
         ascending=[True, True, True, True, False, True],
@@ -283,7 +284,7 @@ def summarize(
     parts.append(_across_seeds(val_selected_values(long, status), "valsel")[["valsel_mean", "valsel_std"]])
     out = long[_KEYS].drop_duplicates().set_index(_KEYS).join([last_round, *parts]).reset_index()
     out = out.merge(seeds.reset_index(), on=["study", "run"])
-    out["direction"] = out["metric"].map(metric_direction)
+    out["direction"] = out["metric"].map(_direction)
     out["final_round"] = out["final_round"].astype("Int64")
     paper = paper or {}
     out["paper"] = [
@@ -297,12 +298,6 @@ def write_csv(frame: pd.DataFrame, path: str | Path, float_format: str = "%.6g")
     """Write ``frame`` without its index, floats as ``float_format``, ``\\n`` line ends: a rerun on
     the same inputs writes identical bytes."""
     frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
-
-
-def is_accuracy(metric: str) -> bool:
-    """Whether ``metric`` is an accuracy (a name part ``acc``, e.g. ``test_acc_personal``): a fraction in
-    the records, shown in % in the tables."""
-    return "acc" in metric.split("_")
 
 
 def _significant(x: float, digits: int) -> str:
@@ -320,7 +315,7 @@ def _significant(x: float, digits: int) -> str:
 def format_number(x: float, metric: str, std: bool = False) -> str:
     """One number of ``metric`` as the tables show it.
 
-    Accuracies (:func:`is_accuracy`, fractions in the records) in % with two decimals (``0.8988`` ->
+    Accuracies (``hetfl.metrics.parse_metric``, fractions in the records) in % with two decimals (``0.8988`` ->
     ``89.88``); other metrics with 4 significant digits (a std: 2; trailing zeros kept, ``0.050``), a
     whole number without decimals (``200``), scientific below 1e-3 and from 1e5 in magnitude
     (``1.234e-05``). ``nan`` (or ``None``) is ``–``.
@@ -332,7 +327,7 @@ def format_number(x: float, metric: str, std: bool = False) -> str:
     """
     if x is None or pd.isna(x):
         return "–"
-    if is_accuracy(metric):
+    if parse_metric(metric).is_accuracy:
         return f"{100 * x:.2f}"
     return _significant(float(x), 2 if std else 4)
 
@@ -349,14 +344,14 @@ def format_stat(mean: float, std: float, metric: str) -> str:
 def _paper_cell(x: float | None, metric: str) -> str:
     """A paper's number in the units of ours: an accuracy in % (:func:`format_number`), another metric
     with the digits the paper gave (``-0.41``, not ``-0.4100``)."""
-    if x is None or pd.isna(x) or is_accuracy(metric):
+    if x is None or pd.isna(x) or parse_metric(metric).is_accuracy:
         return format_number(x, metric)
     return f"{x:.6g}"
 
 
 def _header(metric: str, part: str) -> str:
     return f"{metric} {'val-selected' if part == 'valsel' else part}" + (
-        " (%)" if is_accuracy(metric) else ""
+        " (%)" if parse_metric(metric).is_accuracy else ""
     )
 
 
@@ -527,7 +522,7 @@ def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.Data
 
     Rounds (``at``): ``final``, the seed's last round with per-client values; ``best``, the round the
     summary's ``best`` selects: among the rounds with per-client values, the one where the seed's pooled
-    value of the metric (``long``, metrics.csv) is best by :func:`metric_direction`, or, for a metric
+    value of the metric (``long``, metrics.csv) is best by the metric's direction (``hetfl.metrics.parse_metric``), or, for a metric
     recorded only per client, where the unweighted mean over clients is best (ties: the earliest round).
     Over the clients with a finite value at that round: ``client_mean`` (unweighted: every client
     counts the same, unlike the pooled metric, which weighs clients by samples), ``client_std`` (ddof=0:
@@ -550,14 +545,12 @@ def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.Data
     if data.empty:
         return pd.DataFrame(columns=columns)
     data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
-    sign = data["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
+    sign = data["metric"].map(_sign)
     data = data.assign(signed=data["value"] * sign)
     # candidate rounds: those with per-client rows; the score that picks the best one
     rounds = data.groupby(keys + ["round"], sort=True)["signed"].mean().rename("client_score").reset_index()
     pooled = long[np.isfinite(long["value"])].assign(
-        pooled_score=lambda f: (
-            f["value"] * f["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
-        )
+        pooled_score=lambda f: f["value"] * f["metric"].map(_sign)
     )
     rounds = rounds.merge(pooled[keys + ["round", "pooled_score"]], on=keys + ["round"], how="left")
     has_pooled = rounds.groupby(keys, sort=False)["pooled_score"].transform("count") > 0
@@ -604,7 +597,7 @@ def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFr
 
     Over the clients with a finite value at that round, the statistics of :func:`client_seed_stats`:
     ``client_mean`` (unweighted), ``client_std`` (ddof=0) and ``worst10`` (the mean of the worst
-    ``ceil(0.1 * n_clients)`` clients by :func:`metric_direction`); ``n_clients`` counts them. Diverged seeds
+    ``ceil(0.1 * n_clients)`` clients by the metric's direction (``hetfl.metrics.parse_metric``)); ``n_clients`` counts them. Diverged seeds
     are left out; ``±inf`` is missing (a round whose values are all missing has ``nan`` statistics).
 
     Args:
@@ -621,7 +614,7 @@ def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFr
     if data.empty:
         return pd.DataFrame(columns=CLIENT_ROUNDS_COLUMNS)
     data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
-    sign = data["metric"].map(lambda m: 1.0 if metric_direction(m) == "max" else -1.0)
+    sign = data["metric"].map(_sign)
     data = data.assign(signed=data["value"] * sign).sort_values(
         [*keys, "signed"], kind="mergesort"
     )  # nan last
@@ -693,7 +686,7 @@ def client_stat_values(
             columns={"value": "pooled"}
         )
         scored = data.merge(pooled, on=[*keys, "round"], how="left")
-        sign = np.where(scored["metric"].map(metric_direction) == "max", 1.0, -1.0)
+        sign = scored["metric"].map(_sign).to_numpy()
         has_pooled = scored.groupby(keys, sort=False)["pooled"].transform("count") > 0
         score = scored["pooled"].where(has_pooled, scored["client_mean"]) * sign
         ranked = scored.assign(score=score).sort_values(
@@ -750,7 +743,7 @@ def client_summary(clients: pd.DataFrame, long: pd.DataFrame, status: pd.DataFra
         n_diverged=("status", lambda s: int((s == "diverged").sum())),
     )
     out = sizes.join(across).reset_index().merge(seeds.reset_index(), on=["study", "run"])
-    out["direction"] = out["metric"].map(metric_direction)
+    out["direction"] = out["metric"].map(_direction)
     out["worst_k"] = np.ceil(WORST_FRACTION * out["n_clients"]).astype("int64")
     out["final_round"] = out["final_round"].astype("Int64")
     return _sort(out[CLIENTS_COLUMNS], ["study", "run", "metric"], run_order)
@@ -792,8 +785,8 @@ def client_tables(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     several = table["study"].nunique() > 1
     for metric in client_metrics_order(table["metric"]):
         rows = table[table["metric"] == metric]
-        worst = "lowest" if metric_direction(metric) == "max" else "highest"
-        unit = ", in %" if is_accuracy(metric) else ""
+        worst = "lowest" if parse_metric(metric).direction == "max" else "highest"
+        unit = ", in %" if parse_metric(metric).is_accuracy else ""
         heading = f"{metric} (worst = {worst}{unit})"
         frame = pd.DataFrame({"run": [f"{r.run} †" if r.n_diverged else r.run for r in rows.itertuples()]})
         if several:

@@ -41,7 +41,7 @@ from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
-from hetfl.metrics import metric_names, validation_names
+from hetfl.metrics import metric_names, parse_metric, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.plotting import normalize_figures
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
@@ -333,7 +333,7 @@ def resolve_run(
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
-    names = [m for m in cls.metric_names() if task != "regression" or "_acc_" not in m]  # no accuracy
+    names = [m for m in cls.metric_names() if task != "regression" or not parse_metric(m).is_accuracy]
     if settings["eval_models"] is not None:
         names = _evaluated_metrics(cls, settings, names, environment, key)
     return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
@@ -556,7 +556,7 @@ def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
     """
     tuning = parse_tune(value, spec.label, seeds, key)
     if tuning.metric not in spec.metrics:
-        val = [m for m in spec.metrics if m.startswith("val_")]
+        val = [m for m in spec.metrics if parse_metric(m).split == "val"]
         if not val:
             raise ConfigError(
                 f"{key}.metric",
@@ -675,7 +675,8 @@ def _problem_environment(study: dict, key: str) -> dict[str, Any]:
 
 
 def _default_figures(metrics: set[str]) -> list[str]:
-    return sorted(m for m in metrics if m.startswith(("test_acc_", "train_loss_")))
+    shown = (("test", "acc"), ("train", "loss"))
+    return sorted(m for m in metrics if (parse_metric(m).split, parse_metric(m).statistic) in shown)
 
 
 def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key: str) -> dict[str, dict]:

@@ -1,7 +1,10 @@
-"""Metric names and the evaluation of an algorithm's models into tidy rows.
+"""Metric names, their one parser, and the evaluation of an algorithm's models into tidy rows.
 
 Names are ``{split}_{stat}_{model}``: split ∈ {train, test} (and ``val`` with validation data), stat ∈ {loss, acc}, model ∈ the
-algorithm's ``models`` (``global``, ``personal``, ``local``, ...). Values over clients are
+algorithm's ``models`` (``global``, ``personal``, ``local``, ...); an algorithm's own metrics have names of
+their own (``dist_saddle``, ``y_norm``, ``robust_acc_global``). :func:`parse_metric` reads any name: every
+consumer (the aggregate stage, figures, claims, the config, tuning) asks it whether a metric is an accuracy
+and which direction is better. Values over clients are
 sample-weighted (Σ_i correct_i / Σ_i n_i, as pFedMe's official evaluation, docs/papers/pfedme.md §2.7): the
 test accuracy of ``personal`` is each client's own model on its own test data, pooled.
 Per-client values go to a separate table: ``test_acc``, ``test_loss``, ``train_loss`` of every model.
@@ -9,6 +12,8 @@ Per-client values go to a separate table: ``test_acc``, ``test_loss``, ``train_l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names are used by the config (no torch needed there)
@@ -18,6 +23,61 @@ if TYPE_CHECKING:  # the names are used by the config (no torch needed there)
 
 SPLITS = ("train", "test")
 STATS = ("loss", "acc")
+EVALUATED_SPLITS = ("train", "val", "test")
+LOWER_BETTER = ("loss", "error", "dist", "gap", "norm")
+"""A metric one of whose ``_``-separated words is one of these is lower-better; every other higher-better."""
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """A metric name read by its grammar (:func:`parse_metric`).
+
+    Attributes:
+        name: the name. words: its ``_``-separated words.
+        split, statistic, model: for the engine's evaluations ``{split}_{stat}_{model}`` (split ∈ train,
+            val, test; stat ∈ loss, acc; the model the rest: ``test_acc_personal`` → test, acc, personal);
+            None for an algorithm's own metric (``dist_saddle``).
+    """
+
+    name: str
+    words: tuple[str, ...]
+    split: str | None = None
+    statistic: str | None = None
+    model: str | None = None
+
+    @property
+    def direction(self) -> str:
+        """``min`` (lower is better) when a word is one of :data:`LOWER_BETTER` (``train_loss_global``,
+        ``dist_saddle``, ``y_norm``), else ``max``."""
+        return "min" if any(w in LOWER_BETTER for w in self.words) else "max"
+
+    @property
+    def sign(self) -> float:
+        """1.0 when higher is better, -1.0 when lower is: ``sign · value`` is larger the better."""
+        return 1.0 if self.direction == "max" else -1.0
+
+    @property
+    def is_accuracy(self) -> bool:
+        """Whether it is an accuracy, a fraction in the records (a word ``acc``: ``test_acc_personal``,
+        ``robust_acc_global``, ``worst_class_acc_global``)."""
+        return "acc" in self.words
+
+    @property
+    def is_loss(self) -> bool:
+        """Whether it is a loss that may be drawn on a log axis: a word ``loss`` and none ``log10``
+        (``test_log10_loss`` is a logarithm already)."""
+        return "loss" in self.words and "log10" not in self.words
+
+
+@cache
+def parse_metric(name: str) -> MetricName:
+    """The :class:`MetricName` of ``name`` (any string; an algorithm's own metric has no split)."""
+    words = tuple(name.split("_"))
+    if len(words) >= 3 and words[0] in EVALUATED_SPLITS and words[1] in STATS:
+        return MetricName(name, words, words[0], words[1], "_".join(words[2:]))
+    return MetricName(name, words)
+
+
 CLIENT_METRICS = (("test", "acc"), ("test", "loss"), ("train", "loss"), ("val", "acc"), ("val", "loss"))
 
 
@@ -33,7 +93,7 @@ def metric_names(models: tuple[str, ...], task: str = "classification") -> list[
 
 def validation_names(names: list[str] | tuple[str, ...]) -> list[str]:
     """The ``val_*`` metrics that come with validation data: one per ``test_{loss,acc}_<model>`` name."""
-    return [f"val_{n[len('test_') :]}" for n in names if n.startswith(("test_loss_", "test_acc_"))]
+    return [f"val_{n[len('test_') :]}" for n in names if parse_metric(n).split == "test"]
 
 
 def evaluate_models(

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetfl.errors import ConfigError
+from hetfl.metrics import parse_metric
 
 if TYPE_CHECKING:  # pandas, seaborn and matplotlib are imported where a figure is drawn, so that
     # validating a config (every training job does) does not pay for them
@@ -85,23 +86,10 @@ _STAT_WORDS = {"acc": "accuracy", "loss": "loss"}
 
 def metric_label(name: str) -> str:
     """Axis label of a metric: ``test_acc_personal`` → ``Test accuracy (personal)``."""
-    parts = name.split("_")
-    if len(parts) == 3 and parts[0] in ("train", "test") and parts[1] in _STAT_WORDS:
-        return f"{parts[0].capitalize()} {_STAT_WORDS[parts[1]]} ({parts[2]})"
+    parsed = parse_metric(name)
+    if parsed.split in ("train", "test") and len(parsed.words) == 3:
+        return f"{parsed.split.capitalize()} {_STAT_WORDS[parsed.statistic]} ({parsed.model})"
     return name.replace("_", " ")
-
-
-def is_accuracy(name: str) -> bool:
-    """Whether metric ``name`` is an accuracy (a fraction 0..1 drawn in %): one of its ``_``-separated
-    words is ``acc`` (``test_acc_personal``, ``robust_acc_global``, ``worst_class_acc_global``)."""
-    return "acc" in name.split("_")
-
-
-def is_loss(name: str) -> bool:
-    """Whether metric ``name`` is a loss that ``logy: auto`` may draw on a log axis: one of its words is
-    ``loss`` and none is ``log10`` (``test_log10_loss`` is already a logarithm)."""
-    words = name.split("_")
-    return "loss" in words and "log10" not in words
 
 
 def axis_label(name: str, unit: bool = True) -> str:
@@ -110,9 +98,9 @@ def axis_label(name: str, unit: bool = True) -> str:
     minimax (global)``, ``y_max`` → ``y max``; an accuracy with its unit (``unit``, the default):
     ``test_acc_personal`` → ``Test accuracy, personal (%)``, ``test_acc_at_y_global`` → ``Test
     accuracy at y, global (%)``."""
-    words = name.split("_")
+    words = list(parse_metric(name).words)
     model = words.pop() if len(words) > 1 and words[-1] in ("personal", "global", "local") else ""
-    if is_accuracy(name):
+    if parse_metric(name).is_accuracy:
         words[words.index("acc")] = "accuracy"
         text = " ".join(words) + (f", {model}" if model else "") + (" (%)" if unit else "")
     elif model:
@@ -516,12 +504,12 @@ def plot_figure(
     its :func:`line_styles` look; the legend's title gives the number of seeds and the band's
     meaning (:func:`seeds_note`), and when runs differ in seed count each label gives its own.
 
-    Drawn for print: accuracies (:func:`is_accuracy`) in % (``Test accuracy, personal (%)``); a
+    Drawn for print: accuracies (``hetfl.metrics.parse_metric``) in % (``Test accuracy, personal (%)``); a
     panel's y-range is ``fig["ylim"]`` (stored units) when given, else :func:`fit_ylim` over the
     curves of the seeds that did not diverge (a blown-up seed does not flatten the others): on a
     linear axis against rounds with ``yfit: late``, each run's last ``LATE_FRACTION`` of rounds
     (the legend then says so when earlier values fall outside), else every point. ``logy: auto``
-    draws the losses (:func:`is_loss`) of a figure on log axes when the curves of one span
+    draws the losses (``hetfl.metrics.parse_metric``: ``is_loss``) of a figure on log axes when the curves of one span
     ``AUTO_LOG_DECADES`` decades (a loss with a ``ylim``, or not positive, stays linear). The title
     is wrapped to the figure's width.
 
@@ -618,16 +606,23 @@ def plot_figure(
             _fit_text(title, text, width, renderer)
             extra += text.get_window_extent(renderer).height / figure.dpi + 0.1
         figure.set_size_inches(4.2 * n_panels, 2.9 + extra)
-        for path in (out_png, out_pdf):
-            if path is not None:
-                figure.savefig(path, dpi=150)
+        save(figure, out_png, out_pdf)
     return figure
+
+
+def save(figure, *paths) -> None:
+    """Write ``figure`` to each of ``paths`` (None skipped) at 150 dpi; a PDF without its creation date,
+    so that the same figure is the same bytes on every run."""
+    for path in paths:
+        if path is not None:
+            pdf = str(path).endswith(".pdf")
+            figure.savefig(path, dpi=150, metadata={"CreationDate": None} if pdf else None)
 
 
 def _panel_curves(panel: pd.DataFrame, metric: str, x: str) -> tuple[pd.DataFrame, dict, dict]:
     """A panel's rows (an accuracy in %), its drawn curves (every seed) and the curves its y-range
     fits (the seeds that did not diverge; every seed when all did): see :func:`_curves`."""
-    if is_accuracy(metric):
+    if parse_metric(metric).is_accuracy:
         panel = panel.assign(value=100.0 * panel["value"])
     curves = _curves(panel, "round" if x == "round" else "_x")
     fit = _curves(panel[panel["healthy"]], "round" if x == "round" else "_x") or curves
@@ -644,7 +639,7 @@ def _panel_logs(fig: dict, panels: dict[str, tuple]) -> dict[str, bool]:
         for metric, (_, _, fit) in panels.items()
         if decided[metric] is None
         and _explicit_ylim(fig, metric) is None
-        and is_loss(metric)
+        and parse_metric(metric).is_loss
         and fit
         and all((c["mean"].dropna() > 0).all() for c in fit.values())
     ]
@@ -658,7 +653,7 @@ def _draw_panel(ax, panel: tuple, fig: dict, metric: str, x: str, styles: dict, 
     """Draw one metric's curves (``panel``: :func:`_panel_curves`) on ``ax`` (see :func:`plot_figure`);
     returns whether the late-phase y-range leaves some of the curves outside."""
     panel, curves, fit = panel
-    percent = is_accuracy(metric)
+    percent = parse_metric(metric).is_accuracy
     ax.set_xlabel("Round" if x == "round" else axis_label(x, unit=False))
     ax.set_ylabel(axis_label(metric))
     ax.grid(alpha=0.3, linewidth=0.6)
@@ -831,7 +826,5 @@ def plot_heatmap(
         title = _title(title_prefix, fig)
         if title:
             _fit_text(title, figure.suptitle(title), figure.bbox.width * 0.98, figure.canvas.get_renderer())
-        for path in (out_png, out_pdf):
-            if path is not None:
-                figure.savefig(path, dpi=150)
+        save(figure, out_png, out_pdf)
     return figure

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hetfl.errors import ConfigError
+from hetfl.metrics import parse_metric
 
 if TYPE_CHECKING:  # pandas and hetfl.aggregate are imported where the selection runs
     import pandas as pd
@@ -110,7 +111,7 @@ def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning
             f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
         )
     metric = value.get("metric")
-    if not isinstance(metric, str) or not metric.startswith("val_"):
+    if not isinstance(metric, str) or parse_metric(metric).split != "val":
         raise ConfigError(
             f"{key}.metric",
             f"expected a validation metric (val_*), got {metric!r}: selection never reads test data",
@@ -149,7 +150,7 @@ def select(tuning: Tuning, long: pd.DataFrame, status: pd.DataFrame) -> tuple[pd
     import numpy as np
     import pandas as pd
 
-    from hetfl.aggregate import metric_direction, seed_values
+    from hetfl.aggregate import seed_values
 
     val = long[long["metric"] == tuning.metric]  # the only rows selection reads
     values = seed_values(val, status, *_statistic(tuning.at))
@@ -178,7 +179,7 @@ def select(tuning: Tuning, long: pd.DataFrame, status: pd.DataFrame) -> tuple[pd
         raise ValueError(
             f"run {tuning.run!r}: no grid point has a {tuning.metric} on every tuning seed without diverging"
         )
-    sign = 1.0 if metric_direction(tuning.metric) == "max" else -1.0
+    sign = parse_metric(tuning.metric).sign
     best = (eligible["score"] * sign).idxmax()  # the first maximum: grid order on ties
     table["chosen"] = np.where(table.index == best, "yes", "no")
     table = table[[*TABLE_COLUMNS[:2], *tuning.grid, *TABLE_COLUMNS[2:]]]
