@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 from tests.test_equivalence import OPTIMIZER, params, with_optimizer
 
@@ -150,7 +150,7 @@ def test_batched_matches_reference(name, hp, sampling, model):
         tiny_federation(model),
         name,
         hp,
-        REFERENCES[name],
+        references()[name],
         sampling=sampling,
         seed=3,
         rounds=ROUNDS,
@@ -167,7 +167,7 @@ def test_float32_matches_reference(name, hp, sampling):
         fed,
         name,
         hp,
-        REFERENCES[name],
+        references()[name],
         sampling=sampling,
         seed=0,
         rounds=ROUNDS,

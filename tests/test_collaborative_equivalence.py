@@ -8,26 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hetfl.reference.all_for_one import all_for_one, all_for_one_oracle
-from hetfl.reference.apfl import apfl
-from hetfl.reference.cobo import cobo
-from hetfl.reference.ditto import ditto
-from hetfl.reference.fedavg_sgdm import fedavg_sgdm
-from hetfl.reference.local_sgdm import local_sgdm
-from hetfl.reference.wga_bc import wga_bc
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 from tests.test_regression import regression_federation
 
-REFERENCES = {
-    "all_for_one": all_for_one,
-    "all_for_one_oracle": all_for_one_oracle,
-    "local_sgdm": local_sgdm,
-    "fedavg_sgdm": fedavg_sgdm,
-    "ditto": ditto,
-    "apfl": apfl,
-    "cobo": cobo,
-    "wga_bc": wga_bc,
-}
 ROUNDS = 3
 OPT = {"momentum": 0.9, "weight_decay": 0.01, "lr_schedule": "step", "lr_step_size": 2, "lr_gamma": 0.5}
 
@@ -148,7 +132,7 @@ def run_both(name, hp, fed, sampling="epoch", seed=3, atol=1e-10):
         fed,
         name,
         hp,
-        REFERENCES[name],
+        references()[name],
         sampling=sampling,
         seed=seed,
         rounds=ROUNDS,

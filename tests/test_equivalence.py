@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 
 ROUNDS = 3
@@ -117,7 +117,7 @@ CASES.update(with_optimizer(CASES, "pfedme-train-sampled"))
 @pytest.mark.parametrize("name,hp,sampling", params(CASES))
 def test_batched_matches_reference(name, hp, sampling, model):
     follow_reference(
-        tiny_federation(model), name, hp, REFERENCES[name], sampling=sampling, seed=3, rounds=ROUNDS
+        tiny_federation(model), name, hp, references()[name], sampling=sampling, seed=3, rounds=ROUNDS
     )
 
 
@@ -136,7 +136,7 @@ def test_pfedme_carried_input_product_matches_reference(name, hp, sampling, mode
         algorithm.carry_input_product = carry
 
     follow_reference(
-        fed, name, hp, REFERENCES[name], sampling=sampling, seed=3, rounds=ROUNDS, configure=configure
+        fed, name, hp, references()[name], sampling=sampling, seed=3, rounds=ROUNDS, configure=configure
     )
     assert bool(calls) == carry
 
@@ -158,7 +158,7 @@ def test_pfedme_carries_the_input_product_where_cheaper():
 @pytest.mark.parametrize("name,hp,sampling", params(CASES, "fedavg-sampled-epoch", "pfedme-epoch"))
 def test_float32_matches_reference(name, hp, sampling):
     fed = tiny_federation("dnn", dtype=torch.float32)
-    follow_reference(fed, name, hp, REFERENCES[name], sampling=sampling, seed=0, rounds=ROUNDS, atol=1e-5)
+    follow_reference(fed, name, hp, references()[name], sampling=sampling, seed=0, rounds=ROUNDS, atol=1e-5)
 
 
 PERSONALIZED = {  # name -> (algorithm, hyper-parameters, model split); minibatches: epoch
@@ -326,4 +326,4 @@ def test_personalized_batched_matches_reference(name, hp, split, model):
     if model == "mlr" and split in ("input", "output") and name != "fedavg_ft":
         pytest.skip("a one-layer model has no global part under this split (rejected by the config)")
     fed = tiny_federation(model, split=split)
-    follow_reference(fed, name, hp, REFERENCES[name], sampling="epoch", seed=5, rounds=ROUNDS)
+    follow_reference(fed, name, hp, references()[name], sampling="epoch", seed=5, rounds=ROUNDS)

@@ -19,7 +19,7 @@ from hetfl.errors import ConfigError
 from hetfl.models import build_model, model_modules, normalize_model_spec
 from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.models.generic import ModelOptionError
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 from hetfl.train import pick_device
 
@@ -180,7 +180,7 @@ def test_registered_models_match_their_module_client_by_client(name, per_client_
     ],
 )
 def test_algorithms_on_registered_models_match_their_references(name, algorithm, hp, split):
-    follow_reference(small(name, split), algorithm, hp, REFERENCES[algorithm], seed=1, rounds=2)
+    follow_reference(small(name, split), algorithm, hp, references()[algorithm], seed=1, rounds=2)
 
 
 def test_char_lstm_equals_torch_lstm_on_the_same_weights():

@@ -24,7 +24,7 @@ from hetfl.engine.participation import participation_schedule
 from hetfl.engine.sampler import BatchSampler
 from hetfl.errors import ConfigError
 from hetfl.models import build_model, normalize_model_spec
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 from tests.test_algorithm_properties import permuted_blobs
 from tests.test_equivalence import OPTIMIZER, params, with_optimizer
@@ -118,7 +118,7 @@ def _clone(params: dict) -> dict:
 @pytest.mark.parametrize("name,hp,split,sampling", params(CASES))
 def test_batched_matches_reference(name, hp, split, sampling, model):
     fed = tiny_federation(model, split=split)
-    follow_reference(fed, name, hp, REFERENCES[name], sampling=sampling, seed=5, rounds=ROUNDS)
+    follow_reference(fed, name, hp, references()[name], sampling=sampling, seed=5, rounds=ROUNDS)
 
 
 # --- where a baseline is FedSim or FedAlt ----------------------------------------------------------------

@@ -17,7 +17,7 @@ from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel, build_model, normalize_model_spec
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.train import RunOutputs, train
 from tests.test_engine import assert_preact_grads
 
@@ -74,7 +74,7 @@ def test_batched_algorithms_match_the_reference_on_regression(name):
     )
     alg = cls(fed, hp, 0, "epoch")
     schedule = participation_schedule(4, alg.clients_per_round, 3, 0)
-    reference = REFERENCES[name](fed, hp, 0, schedule, "epoch")
+    reference = references()[name](fed, hp, 0, schedule, "epoch")
     for t in range(1, 4):
         alg.round(t, schedule[t - 1])
         ref = next(reference)

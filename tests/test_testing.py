@@ -10,7 +10,7 @@ import torch
 
 from hetfl.algorithms import get_algorithm
 from hetfl.errors import ConfigError
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 
 FEDAVG = {"lr": 0.1, "local_steps": 2, "batch_size": 4, "clients_per_round": 2}
@@ -44,25 +44,25 @@ def test_tiny_federation_shapes():
 def test_follow_reference_runs_the_rounds_and_returns_the_algorithm():
     fed = tiny_federation("mlr")
     before = get_algorithm("fedavg")(fed, get_algorithm("fedavg").Hyperparameters.from_dict(FEDAVG, "t"), 1)
-    algorithm = follow_reference(fed, "fedavg", FEDAVG, REFERENCES["fedavg"], seed=1, rounds=2)
+    algorithm = follow_reference(fed, "fedavg", FEDAVG, references()["fedavg"], seed=1, rounds=2)
     assert type(algorithm).__name__ == "FedAvg"
     assert not torch.equal(algorithm.w["fc1.weight"], before.w["fc1.weight"])  # it trained
 
 
 def test_follow_reference_accepts_parsed_options_and_refuses_bad_ones():
     hp = get_algorithm("local").Hyperparameters.from_dict(LOCAL, "t")
-    follow_reference(tiny_federation(), "local", hp, REFERENCES["local"], rounds=1)
+    follow_reference(tiny_federation(), "local", hp, references()["local"], rounds=1)
     with pytest.raises(ConfigError, match="lr"):
-        follow_reference(tiny_federation(), "local", {**LOCAL, "lr": float("nan")}, REFERENCES["local"])
+        follow_reference(tiny_federation(), "local", {**LOCAL, "lr": float("nan")}, references()["local"])
     with pytest.raises(ConfigError, match="unknown algorithm"):
-        follow_reference(tiny_federation(), "no_such_algorithm", LOCAL, REFERENCES["local"])
+        follow_reference(tiny_federation(), "no_such_algorithm", LOCAL, references()["local"])
 
 
 def test_a_per_client_mismatch_names_round_model_client_and_parameter():
     def nudge(expected):
         expected["personal"][2]["fc1.bias"] = expected["personal"][2]["fc1.bias"] + 1e-6
 
-    reference = _changed(REFERENCES["local"], 2, nudge)
+    reference = _changed(references()["local"], 2, nudge)
     with pytest.raises(AssertionError, match=r"round 2, model 'personal', client 2, parameter 'fc1\.bias'"):
         follow_reference(tiny_federation(), "local", LOCAL, reference)
 
@@ -72,17 +72,17 @@ def test_a_shared_mismatch_names_round_model_and_parameter():
         expected["global"]["fc1.weight"] = expected["global"]["fc1.weight"] * 1.001
 
     with pytest.raises(AssertionError, match=r"^round 1, model 'global', parameter 'fc1\.weight': "):
-        follow_reference(tiny_federation(), "fedavg", FEDAVG, _changed(REFERENCES["fedavg"], 1, nudge))
+        follow_reference(tiny_federation(), "fedavg", FEDAVG, _changed(references()["fedavg"], 1, nudge))
 
 
 def test_differences_within_atol_pass_and_atol_is_absolute():
     def nudge(expected):
         expected["global"]["fc1.bias"] = expected["global"]["fc1.bias"] + 1e-12
 
-    follow_reference(tiny_federation(), "fedavg", FEDAVG, _changed(REFERENCES["fedavg"], 3, nudge))
+    follow_reference(tiny_federation(), "fedavg", FEDAVG, _changed(references()["fedavg"], 3, nudge))
     with pytest.raises(AssertionError, match="round 3"):
         follow_reference(
-            tiny_federation(), "fedavg", FEDAVG, _changed(REFERENCES["fedavg"], 3, nudge), atol=5e-13
+            tiny_federation(), "fedavg", FEDAVG, _changed(references()["fedavg"], 3, nudge), atol=5e-13
         )
 
 
@@ -92,7 +92,7 @@ def test_what_the_batched_algorithm_lacks_is_an_error():
 
     with pytest.raises(AssertionError, match=r"round 1, model 'global', parameter 'fc9\.weight': not in"):
         follow_reference(
-            tiny_federation(), "fedavg", FEDAVG, _changed(REFERENCES["fedavg"], 1, extra_parameter)
+            tiny_federation(), "fedavg", FEDAVG, _changed(references()["fedavg"], 1, extra_parameter)
         )
 
     def one_client_missing(expected):
@@ -102,13 +102,13 @@ def test_what_the_batched_algorithm_lacks_is_an_error():
         AssertionError, match=r"round 2, model 'personal': the reference yields 3 client states"
     ):
         follow_reference(
-            tiny_federation(), "local", LOCAL, _changed(REFERENCES["local"], 2, one_client_missing)
+            tiny_federation(), "local", LOCAL, _changed(references()["local"], 2, one_client_missing)
         )
 
 
 def test_a_reference_that_stops_early_is_an_error():
     def two_rounds(fed, hp, seed, schedule, sampling):
-        yield from list(REFERENCES["local"](fed, hp, seed, schedule, sampling))[:2]
+        yield from list(references()["local"](fed, hp, seed, schedule, sampling))[:2]
 
     with pytest.raises(AssertionError, match="round 3: the reference stopped after 2 rounds"):
         follow_reference(tiny_federation(), "local", LOCAL, two_rounds, rounds=3)
@@ -116,7 +116,7 @@ def test_a_reference_that_stops_early_is_an_error():
 
 def test_entries_that_are_not_models_need_a_check():
     def with_counter(fed, hp, seed, schedule, sampling):
-        for t, expected in enumerate(REFERENCES["local"](fed, hp, seed, schedule, sampling), start=1):
+        for t, expected in enumerate(references()["local"](fed, hp, seed, schedule, sampling), start=1):
             yield {**expected, "rounds_done": t}
 
     with pytest.raises(AssertionError, match=r"round 1: the reference yields \['rounds_done'\]"):
@@ -139,7 +139,7 @@ def test_configure_runs_before_the_schedule_is_drawn():
 
     def recording(fed, hp, seed, schedule, sampling):
         shapes.append(tuple(schedule.shape))
-        yield from REFERENCES["fedavg"](fed, hp, seed, schedule, sampling)
+        yield from references()["fedavg"](fed, hp, seed, schedule, sampling)
 
     follow_reference(tiny_federation(), "fedavg", FEDAVG, recording, rounds=2, configure=configure)
     assert shapes == [(2, 3)]

@@ -44,7 +44,7 @@ from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
 from hetfl.official_pfedme import DATASETS, export, official_arguments, time_rounds, workspace
-from hetfl.reference import REFERENCES
+from hetfl.reference import references
 from hetfl.train import build_algorithm, pick_device
 
 
@@ -88,7 +88,7 @@ def bench_run(study, label: str, rounds: int, seed: int, device: torch.device) -
         algorithm.round(t, schedule[t - 1])
         _sync(device)
 
-    reference = REFERENCES[spec["algorithm"]](fed, hp, seed, schedule, spec["sampling"])
+    reference = references()[spec["algorithm"]](fed, hp, seed, schedule, spec["sampling"])
     batched = _rate(batched_step, rounds)
     sequential = _rate(lambda: next(reference), rounds)
     return {

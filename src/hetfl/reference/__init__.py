@@ -7,37 +7,25 @@ initial weights, the participation schedule and the minibatch positions (drawn f
 ``BatchSampler`` calls in the same order). The update rules are written out again, per client.
 """
 
-from hetfl.reference.fedavg import fedavg
-from hetfl.reference.fedavg_ft import fedavg_ft
-from hetfl.reference.feddyn import feddyn
-from hetfl.reference.fednova import fednova
-from hetfl.reference.fedprox import fedprox
-from hetfl.reference.local import local
-from hetfl.reference.partial import fedalt, fedsim, ffgg
-from hetfl.reference.perfedavg import perfedavg
-from hetfl.reference.personal_layers import fedbabu, fedper, fedrep, lg_fedavg
-from hetfl.reference.pfedme import pfedme
-from hetfl.reference.qfedavg import qfedavg
-from hetfl.reference.scaffold_data import scaffold_data
+from __future__ import annotations
 
-REFERENCES = {
-    "fedavg": fedavg,
-    "fedavg_ft": fedavg_ft,
-    "fedalt": fedalt,
-    "fedbabu": fedbabu,
-    "feddyn": feddyn,
-    "fednova": fednova,
-    "fedper": fedper,
-    "fedprox": fedprox,
-    "fedrep": fedrep,
-    "fedsim": fedsim,
-    "ffgg": ffgg,
-    "lg_fedavg": lg_fedavg,
-    "local": local,
-    "perfedavg": perfedavg,
-    "pfedme": pfedme,
-    "qfedavg": qfedavg,
-    "scaffold": scaffold_data,  # on client data (the quadratic problem's: hetfl.reference.scaffold)
-}
+from functools import cache
 
-__all__ = ["REFERENCES"]
+from hetfl.discovery import discover
+
+
+@cache
+def references() -> dict:
+    """Algorithm name -> its sequential reference on client data (a generator ``reference(fed, hp, seed,
+    schedule, sampling)``, ``hetfl.testing.Reference``), from every module of this package that declares
+    ``REFERENCES = {"<algorithm>": <function>}`` (``hetfl.discovery``): adding a reference is adding its
+    module. The references of the generated problems and of the minimax family (which take flags: ``plus``,
+    ``game``) are imported by their tests directly.
+
+    Raises:
+        RuntimeError: two modules declare the same algorithm.
+    """
+    return discover("hetfl.reference", "REFERENCES")
+
+
+__all__ = ["references"]

@@ -107,3 +107,9 @@ def all_for_one_oracle(fed: Federation, hp, seed: int, schedule: Tensor, samplin
         row = [sizes[k] if c[k] == c[i] else 0.0 for k in range(n)]
         alpha.append([v / sum(row) for v in row])
     yield from all_for_one(fed, hp, seed, schedule, sampling, fixed_alpha=alpha)
+
+
+REFERENCES = {  # the algorithm each reference follows (hetfl.reference.references)
+    "all_for_one": all_for_one,
+    "all_for_one_oracle": all_for_one_oracle,
+}

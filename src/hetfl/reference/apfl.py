@@ -56,3 +56,6 @@ def apfl(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
             vk = state_of(own[k])
             personal.append({p: mix[k] * vk[p] + (1 - mix[k]) * w[p] for p in vk})
         yield {"global": w, "personal": personal, "mix": torch.tensor(mix, dtype=torch.float64)}
+
+
+REFERENCES = {"apfl": apfl}  # the algorithm each reference follows (hetfl.reference.references)

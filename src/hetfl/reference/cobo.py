@@ -69,3 +69,6 @@ def cobo(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
                 opts[i].step(step_grads[i], lrs[t])
             it += 1
         yield {"personal": [state_of(m) for m in modules], "alpha": weights}
+
+
+REFERENCES = {"cobo": cobo}  # the algorithm each reference follows (hetfl.reference.references)

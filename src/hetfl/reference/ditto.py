@@ -45,3 +45,6 @@ def ditto(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epo
                 opt_v[k].step([a + b for a, b in zip(g_v, reg, strict=True)], lrs[t])
         w = mean_states([state_of(m) for m in local], sample_weights(fed, list(range(n)), hp.client_weights))
         yield {"global": w, "personal": [state_of(m) for m in personal]}
+
+
+REFERENCES = {"ditto": ditto}  # the algorithm each reference follows (hetfl.reference.references)

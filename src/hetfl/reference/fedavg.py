@@ -40,3 +40,6 @@ def fedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
         mean = mean_states(states, sample_weights(fed, [c for c, _ in order], hp.client_weights))
         w = server.step(w, mean)
         yield {"global": w}
+
+
+REFERENCES = {"fedavg": fedavg}  # the algorithm each reference follows (hetfl.reference.references)

@@ -36,3 +36,6 @@ def fedavg_ft(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = 
             fed, hp, [w] * fed.num_clients, hp.finetune_steps, hp.finetune_lr or hp.lr, sampler, names
         )
         yield {"global": w, "personal": personal}
+
+
+REFERENCES = {"fedavg_ft": fedavg_ft}  # the algorithm each reference follows (hetfl.reference.references)

@@ -40,3 +40,6 @@ def fedavg_sgdm(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str 
             [state_of(m) for m in modules], sample_weights(fed, list(range(n)), hp.client_weights)
         )
         yield {"global": w}
+
+
+REFERENCES = {"fedavg_sgdm": fedavg_sgdm}  # the algorithm each reference follows (hetfl.reference.references)

@@ -55,3 +55,6 @@ def feddyn(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
         mean = mean_states(states, sample_weights(fed, [k for k, _ in order], hp.client_weights))
         theta = {k: mean[k] - h[k] / alpha for k in theta}
         yield {"global": theta, "gradients": [dict(g) for g in grads], "h": h}
+
+
+REFERENCES = {"feddyn": feddyn}  # the algorithm each reference follows (hetfl.reference.references)

@@ -43,3 +43,6 @@ def fednova(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "e
                 d[k] = d[k] + pi * (w[k] - state[k]) / ai
         w = server.step(w, {k: w[k] - tau_eff * d[k] for k in w})
         yield {"global": w}
+
+
+REFERENCES = {"fednova": fednova}  # the algorithm each reference follows (hetfl.reference.references)

@@ -22,3 +22,6 @@ def fedprox(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "e
         return lambda params: hp.mu / 2 * sum(((p - anchor[k]) ** 2).sum() for k, p in params.items())
 
     return fedavg(fed, hp, seed, schedule, sampling, proximal)
+
+
+REFERENCES = {"fedprox": fedprox}  # the algorithm each reference follows (hetfl.reference.references)

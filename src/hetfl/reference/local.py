@@ -34,3 +34,6 @@ def local(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epo
             for draw in batches:
                 opt.step_on(*minibatch(data[client], draw, client), lrs[t])
         yield {"personal": [state_of(m) for m in modules]}
+
+
+REFERENCES = {"local": local}  # the algorithm each reference follows (hetfl.reference.references)

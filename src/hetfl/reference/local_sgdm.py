@@ -32,3 +32,6 @@ def local_sgdm(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str =
             for i, (module, opt) in enumerate(zip(modules, opts, strict=True)):
                 opt.step(grads(module, minibatch(data[i], draw, i)), lrs[t])
         yield {"personal": [state_of(m) for m in modules]}
+
+
+REFERENCES = {"local_sgdm": local_sgdm}  # the algorithm each reference follows (hetfl.reference.references)

@@ -145,3 +145,10 @@ def fedalt(fed, hp, seed, schedule, sampling="epoch"):
 def fedsim(fed, hp, seed, schedule, sampling="epoch"):
     """FedSim (Pillutla et al. 2022): joint steps."""
     return split_training(fed, hp, seed, schedule, sampling, alternate=False)
+
+
+REFERENCES = {  # the algorithm each reference follows (hetfl.reference.references)
+    "fedalt": fedalt,
+    "fedsim": fedsim,
+    "ffgg": ffgg,
+}

@@ -105,3 +105,6 @@ def perfedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = 
             states.append(state_of(module))
         w = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
         yield {"global": w, "personal": personalize(fed, hp, seed, t, sampling, w)}
+
+
+REFERENCES = {"perfedavg": perfedavg}  # the algorithm each reference follows (hetfl.reference.references)

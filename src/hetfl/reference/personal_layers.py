@@ -131,3 +131,11 @@ def fedbabu(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "e
             "global": w,
             "personal": finetune(fed, hp, [w] * fed.num_clients, hp.finetune_steps, lr, sampler_eval, names),
         }
+
+
+REFERENCES = {  # the algorithm each reference follows (hetfl.reference.references)
+    "fedbabu": fedbabu,
+    "fedper": fedper,
+    "fedrep": fedrep,
+    "lg_fedavg": lg_fedavg,
+}

@@ -63,3 +63,6 @@ def pfedme(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
         avg = mean_states(uploaded, sample_weights(fed, sampled.tolist(), hp.client_weights))
         w = {k: (1 - hp.beta) * w[k] + hp.beta * avg[k] for k in w}
         yield {"global": w, "personal": list(personal), "local": list(local)}
+
+
+REFERENCES = {"pfedme": pfedme}  # the algorithm each reference follows (hetfl.reference.references)

@@ -45,3 +45,6 @@ def qfedavg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "e
         update = {k: sum(d[k] for d in deltas) / sum(hs) for k in w}
         w = server.step(w, {k: w[k] - update[k] for k in w})
         yield {"global": w}
+
+
+REFERENCES = {"qfedavg": qfedavg}  # the algorithm each reference follows (hetfl.reference.references)

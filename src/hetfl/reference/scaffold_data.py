@@ -63,3 +63,6 @@ def scaffold_data(fed: Federation, hp, seed: int, schedule: Tensor, sampling: st
         mean = mean_states(states, sample_weights(fed, [k for k, _ in order], hp.client_weights))
         x = server.step(x, mean)
         yield {"global": x, "controls": [dict(ci) for ci in controls], "server_control": c}
+
+
+REFERENCES = {"scaffold": scaffold_data}  # the algorithm each reference follows (hetfl.reference.references)

@@ -44,3 +44,6 @@ def wga_bc(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "ep
                 bias[i] = [(1 - hp.beta) * e + hp.beta * b for e, b in zip(c, d, strict=True)]
                 opts[i].step(pseudo, lrs[t])
         yield {"personal": [state_of(m) for m in modules]}
+
+
+REFERENCES = {"wga_bc": wga_bc}  # the algorithm each reference follows (hetfl.reference.references)
