@@ -1,4 +1,17 @@
-"""Operations on stacked parameters ``dict[str, Tensor[C, ...]]`` (C clients, or 1 for a shared model)."""
+"""The engine's one parameter type, :data:`Params`, and the operations on it.
+
+``Params = dict[str, Tensor]``: parameter name -> a stack with one row per model, ``Tensor[C, *shape]``. Its
+row conventions:
+
+- **a server row**: ``[1, ...]``, one shared model (the global model, a server's state);
+- **a client stack**: ``[C, ...]``, row i the model of the i-th client of the call (the sampled ``S_t``, or all
+  N), each row its own storage;
+- **shared rows**: ``[C, ...]`` viewed from one row (stride 0 on the first dimension, :func:`broadcast`'s
+  ``views``, :func:`shared_rows`): read-only, every client reads the same values.
+
+Every tensor of one ``Params`` has the same number of rows; a batched model's call (``BatchedModel.forward``,
+``loss_grads``) takes a client stack, or a server row for every client.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,7 @@ import torch
 from torch import Tensor
 
 Params = dict[str, Tensor]
+"""Name -> ``Tensor[rows, *shape]``: a server row, a client stack or shared rows (module docstring)."""
 
 
 def broadcast(params: Params, clients: int, views: Iterable[str] = ()) -> Params:

@@ -21,9 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.engine.params import Params
 from hetfl.models.adapters import SPLITS
-
-Params = dict[str, Tensor]
 
 
 def uniform_init(
