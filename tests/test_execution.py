@@ -95,6 +95,21 @@ def test_the_loop_of_other_models(case, model, shape):
     _assert_close(_run(name, hp, sampling, make, loop=True, model=model, sample_shape=shape), want)
 
 
+@pytest.mark.parametrize("model,outputs", [("linear", 1), ("dnn", 2)])
+def test_the_loop_of_a_regression_model(model, outputs):
+    """Squared error on regression targets ``[B, K]``, one client at a time (``sample_losses``'s rule)."""
+    from tests.test_regression import regression_federation
+
+    def run(loop):
+        fed = regression_federation(model, outputs=outputs)
+        if loop:
+            fed.model = CountingLoop(fed.model)
+        hp = {"lr": 0.05, "local_steps": 2, "batch_size": 4, "clients_per_round": 3}
+        return train(fed, build(fed, "fedavg", hp, "epoch"))
+
+    _assert_close(run(True), run(False))
+
+
 def test_the_loop_in_float32_is_within_float32_rounding():
     name, _, hp, sampling, make = FEDERATION_CASES["fedavg-sampled-epoch"]
     want = _run(name, hp, sampling, make, loop=False, dtype=torch.float32, model="cnn")

@@ -29,11 +29,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from hetfl.models.base import BatchedModel, Params
+from hetfl.models.base import BatchedModel, Params, sample_losses
 
 EXECUTIONS = ("auto", "batched", "loop")
 PATHS = ("batched", "loop")
@@ -106,7 +105,6 @@ class LoopModel:
     """
 
     rows_exact_in_float32 = True  # one client per call: rows never share a kernel call
-    execution = "loop"
 
     def __init__(self, model: BatchedModel):
         self.batched = model
@@ -133,14 +131,17 @@ class LoopModel:
     def _client(params: Params, c: int) -> Params:
         return {k: v[c if v.shape[0] > 1 else 0] for k, v in params.items()}
 
+    @staticmethod
+    def _row(t: Tensor, c: int) -> Tensor:
+        return t[c if t.shape[0] > 1 else 0]
+
     def forward(self, params: Params, x: Tensor) -> Tensor:
         """Outputs ``[C, K, B]`` of ``params [C, ...]`` on ``x [C, B, *sample_shape]``, differentiable in both
         (as ``BatchedModel.forward``)."""
         module = self.module(x)
         rows = self._rows(params, x)
         outs = [
-            functional_call(module, self._client(params, c), (x[c if x.shape[0] > 1 else 0],))
-            for c in range(rows)
+            functional_call(module, self._client(params, c), (self._row(x, c),)) for c in range(rows)
         ]  # each [B, K]
         return torch.stack(outs).transpose(1, 2)
 
@@ -155,19 +156,15 @@ class LoopModel:
         rows = self._rows(params, x)
         loss = x.new_empty(rows)
         grads = {k: v.new_empty((rows, *v.shape[1:])) for k, v in params.items()}
-        classify = self.batched.task == "classification"
         for c in range(rows):
             leaves = {k: v.detach().requires_grad_(True) for k, v in self._client(params, c).items()}
             with torch.enable_grad():
-                out = functional_call(module, leaves, (x[c],))  # [B, K]
-                if classify:
-                    losses = F.cross_entropy(out, y[c], reduction="none")
-                else:
-                    losses = (out - y[c]).pow(2).mean(1)
+                out = functional_call(module, leaves, (self._row(x, c),))  # [B, K]
+                losses = sample_losses(out.T[None], self._row(y, c)[None], self.batched.task)[0]  # [B]
                 if mask is None:
                     value = losses.mean()
                 else:
-                    m = mask[c].to(losses.dtype)
+                    m = self._row(mask, c).to(losses.dtype)
                     value = (losses * m).sum() / m.sum()
                 g = torch.autograd.grad(value, list(leaves.values()))
             loss[c] = value.detach()
