@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.engine.execution import forward_flops, with_execution
+from hetfl.engine.execution import PRECISIONS, forward_flops, with_execution
 from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.memory import limit_rows
 from hetfl.engine.participation import participation_schedule
@@ -126,7 +126,7 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS, choices=list(MODELS))
     parser.add_argument("--clients", nargs="+", type=int, default=[15, 100])
-    parser.add_argument("--precision", nargs="+", default=["float32"], choices=["float32", "tf32"])
+    parser.add_argument("--precision", nargs="+", default=["float32"], choices=list(PRECISIONS))
     parser.add_argument(
         "--paths",
         nargs="+",

@@ -28,6 +28,7 @@ from hetfl.engine.execution import (
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.testing import tiny_federation
 from tests.conftest import TINY_STUDY, train_study_run
+from tests.test_cuda import _assert_close
 from tests.test_memory import FEDERATION_CASES, build, federation, train
 
 
@@ -54,17 +55,6 @@ def _run(name, hp, sampling, make, loop, dtype=torch.float64, model=None, sample
     if loop:
         fed.model = CountingLoop(fed.model)
     return train(fed, build(fed, name, hp, sampling))
-
-
-def _assert_close(got, want, rtol=1e-9, atol=1e-12):
-    (ev, state), (ev0, state0) = got, want
-    for g_rows, w_rows in zip(ev, ev0, strict=True):
-        for g, w in zip(g_rows, w_rows, strict=True):
-            assert g[:-1] == w[:-1], (g, w)  # the row's keys: split, model, client
-            assert g[-1] == pytest.approx(w[-1], rel=rtol, abs=atol, nan_ok=True), (g, w)
-    assert state.keys() == state0.keys()
-    for k in state0:
-        torch.testing.assert_close(state[k], state0[k], rtol=rtol, atol=atol, msg=k)
 
 
 @pytest.mark.parametrize("case", list(FEDERATION_CASES))

@@ -36,7 +36,7 @@ from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.engine.checkpoint import CHECKPOINT_DEFAULTS, resolve_checkpoint
-from hetfl.engine.execution import EXECUTIONS
+from hetfl.engine.execution import EXECUTIONS, PRECISIONS
 from hetfl.engine.memory import is_budget
 from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
@@ -72,7 +72,6 @@ SPEC_UNLESS = {"execution": "batched", "precision": "float32"}
 the runs that do not set them stay what they were before the settings existed."""
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
-PRECISIONS = ("float32", "tf32")
 LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
 
 

@@ -28,7 +28,7 @@ from hetfl.algorithms import get_algorithm
 from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.checkpoint import load_checkpoint, save_checkpoint
-from hetfl.engine.execution import LoopModel, resolve_execution, with_execution
+from hetfl.engine.execution import PRECISIONS, LoopModel, resolve_execution, with_execution
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import (
     MIB,
@@ -133,8 +133,8 @@ def pick_device(name: str, precision: str = "float32") -> torch.device:
         RuntimeError: ``cuda`` without a CUDA device.
         ValueError: ``precision`` not ``float32`` or ``tf32`` (the config refuses it before any job runs).
     """
-    if precision not in ("float32", "tf32"):
-        raise ValueError(f"precision: unknown value {precision!r}; allowed: float32, tf32")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: unknown value {precision!r}; allowed: {', '.join(PRECISIONS)}")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":

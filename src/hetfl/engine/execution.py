@@ -35,6 +35,8 @@ from torch.func import functional_call
 from hetfl.models.base import BatchedModel, Params, sample_losses
 
 EXECUTIONS = ("auto", "batched", "loop")
+PRECISIONS = ("float32", "tf32")
+"""A run's ``precision``: float32 products in float32, or in TensorFloat-32 on a GPU (``hetfl.train.pick_device``)."""
 PATHS = ("batched", "loop")
 LOOP_FLOPS: dict[str, int | None] = {"cpu": 1_000_000, "cuda": None}
 """``auto``'s rule: on a device, a model of at least this many forward FLOPs per sample (multiply-adds count
