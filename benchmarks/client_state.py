@@ -89,17 +89,17 @@ def measure(
     from scaling import random_federation  # benchmarks/scaling.py, beside this script
 
     from hetfl.algorithms import get_algorithm
-    from hetfl.engine.memory import budget_bytes, data_bytes
+    from hetfl.engine.memory import budget_bytes
     from hetfl.engine.participation import participation_schedule
-    from hetfl.engine.state import ClientStates
     from hetfl.train import apply_memory_budget
 
     torch.set_num_threads(1)
-    fed = random_federation(clients, samples, shape, model, SPLIT.get(algorithm_name, "none"))
     cpu = torch.device("cpu")
-    if placement != "device":  # mmap: a budget of 0, every stack in a file
+    budget = None  # device: every stack on the device; mmap: a budget of 0, every stack in a file
+    if placement != "device":
         budget = budget_bytes("auto", cpu) if placement == "auto" else 0
-        fed.states = ClientStates(cpu, budget, reserved=data_bytes(fed))
+    split = SPLIT.get(algorithm_name, "none")
+    fed = random_federation(clients, samples, shape, model, split, state_budget=budget)
     cls = get_algorithm(algorithm_name)
     hp = {**HYPERPARAMETERS[algorithm_name], "batch_size": 10, "local_steps": steps}
     if "clients_per_round" in cls.Hyperparameters.names():  # CoBo: every client, every round

@@ -18,7 +18,7 @@ a trained sample (forward, and a backward of twice its FLOPs: ``hetfl.engine.exe
 ``ratio`` is the loop's client steps per second over the batched path's (> 1: the loop is faster), and
 ``max_rel_diff`` the largest relative difference of the two paths' global models after their rounds (float32
 rounding: they draw the same minibatches). ``--paths ... rows1`` adds the batched model called one client at
-a time (``hetfl.engine.memory.limit_rows``): the loop's kernels without its module. On CUDA the script also prints the start-up a training job pays
+a time (``hetfl.engine.chunks.limit_rows``): the loop's kernels without its module. On CUDA the script also prints the start-up a training job pays
 (the CUDA context, and the warm-up round against a timed one).
 
     python benchmarks/execution.py                                   # CPU: cnn, vgg11, resnet18 at C = 15, 100
@@ -38,9 +38,9 @@ import pandas as pd
 import torch
 
 from hetfl.algorithms import get_algorithm
+from hetfl.engine.chunks import limit_rows
 from hetfl.engine.execution import PRECISIONS, forward_flops, with_execution
 from hetfl.engine.federation import ClientSplit, Federation
-from hetfl.engine.memory import limit_rows
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.train import pick_device
@@ -56,16 +56,23 @@ DEFAULT_MODELS = ["cnn", "vgg11", "resnet18"]
 CLASSES = 10
 
 
-def federation(model_name: str, clients: int, samples: int, device: torch.device) -> Federation:
-    """``clients`` clients of ``samples`` random samples each (train; 1 test sample each), float32."""
+def federation(
+    model_name: str, clients: int, samples: int, device: torch.device, path: str = "batched"
+) -> Federation:
+    """``clients`` clients of ``samples`` random samples each (train; 1 test sample each), float32, the model's
+    calls on execution ``path`` (``rows1``: the batched model, one client per call)."""
     config, shape = MODELS[model_name]
     rng = np.random.default_rng(0)
     xs = [rng.random((samples, *shape), dtype=np.float32) for _ in range(clients)]
     ys = [rng.integers(0, CLASSES, samples) for _ in range(clients)]
     model = build_model(normalize_model_spec(config, "model"), shape, CLASSES)
+    model = with_execution(model, "batched" if path == "rows1" else path)
     train = ClientSplit(xs, ys, device, torch.float32)
     test = ClientSplit([x[:1] for x in xs], [y[:1] for y in ys], device, torch.float32)
-    return Federation(train, test, model)
+    fed = Federation(train, test, model)
+    if path == "rows1":  # the batched model, one client per call (hetfl.engine.chunks)
+        limit_rows(fed.model, 1)
+    return fed
 
 
 def sync(device: torch.device) -> None:
@@ -75,11 +82,7 @@ def sync(device: torch.device) -> None:
 
 def measure(model_name, clients, path, args, device) -> dict:
     """Time FedAvg's rounds on one path: a warm-up round, then ``args.rounds`` timed ones."""
-    fed = federation(model_name, clients, args.samples, device)
-    if path == "rows1":  # the batched model, one client per call (hetfl.engine.memory's row chunks)
-        limit_rows(fed.model, 1)
-    else:
-        fed.model = with_execution(fed.model, path)
+    fed = federation(model_name, clients, args.samples, device, path)
     cls = get_algorithm("fedavg", environment="federation")
     hp = {"lr": 0.01, "local_steps": args.local_steps, "batch_size": args.batch, "clients_per_round": clients}
     algorithm = cls(fed, cls.Hyperparameters.from_dict(hp, "benchmark"), 0, "epoch")

@@ -66,11 +66,13 @@ def random_federation(
     model: str,
     personal: str = "none",
     device: str = "cpu",
+    state_budget: int | None = None,
 ):
     """A federation of ``clients`` clients with ``samples`` training and ``samples // 4`` (at least 1) test
     samples each of ``shape``: random normal inputs and labels in 0..9 (NumPy seed 0), float32, on ``device``,
     with the default ``model`` (a config name) for 10 classes, its personal parameters those of the split
-    ``personal`` (``hetfl.models.adapters``)."""
+    ``personal`` (``hetfl.models.adapters``), its per-client state within ``state_budget`` bytes (None: all on
+    the device; ``Federation``)."""
     import numpy as np
     import torch
 
@@ -85,7 +87,8 @@ def random_federation(
         return ClientSplit.concatenated(x, y, [n] * clients, torch.device(device), torch.float32)
 
     spec = normalize_model_spec({"name": model, "split": personal}, "model")
-    return Federation(split(samples), split(max(1, samples // 4)), build_model(spec, shape, 10))
+    model = build_model(spec, shape, 10)
+    return Federation(split(samples), split(max(1, samples // 4)), model, state_budget=state_budget)
 
 
 def forget_construction() -> None:
@@ -124,8 +127,7 @@ def measure(
     import torch
 
     from hetfl.algorithms import get_algorithm
-    from hetfl.engine.memory import budget_bytes, data_bytes
-    from hetfl.engine.state import ClientStates
+    from hetfl.engine.memory import budget_bytes
     from hetfl.train import apply_memory_budget, pick_device
 
     torch.set_num_threads(1)
@@ -134,14 +136,14 @@ def measure(
     sync = torch.cuda.synchronize if cuda else lambda: None
     baseline_mib = 0.0 if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     algorithm, model, shape, extra = RUNS[name]
-    fed = random_federation(clients, samples, shape, model, device=device_name)
+    state_budget = None if budget_mib is None else budget_bytes(budget_mib, device)
+    # per-client state placed within the budget, as a training job does
+    fed = random_federation(clients, samples, shape, model, device=device_name, state_budget=state_budget)
     forget_construction()
     cls = get_algorithm(algorithm)
     hp = {"lr": 0.05, "batch_size": 20, "clients_per_round": clients, **extra}
     if algorithm == "pfedme":
         hp.pop("clients_per_round")
-    if budget_mib is not None:  # per-client state placed within the budget, as a training job does
-        fed.states = ClientStates(device, budget_bytes(budget_mib, device), reserved=data_bytes(fed))
     algo = cls(fed, cls.Hyperparameters.from_dict(hp, name), 0, "epoch")
     rows, fits = None, None
     if budget_mib is not None:

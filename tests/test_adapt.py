@@ -12,8 +12,8 @@ import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm
 from hetfl.engine.adapt import ClientModels
+from hetfl.engine.chunks import limit_rows
 from hetfl.engine.evaluate import Evaluator
-from hetfl.engine.memory import limit_rows
 from hetfl.engine.state import ClientStates
 from hetfl.testing import tiny_federation
 

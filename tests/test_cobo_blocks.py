@@ -8,7 +8,7 @@ import torch
 
 import hetfl.algorithms.collaborative.cobo as cobo
 from hetfl.algorithms import get_algorithm
-from hetfl.engine.memory import limit_rows
+from hetfl.engine.chunks import limit_rows
 from tests.conftest import tiny_federation
 
 SIZES = (9, 4, 6, 3, 12, 5, 7)

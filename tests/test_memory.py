@@ -19,6 +19,7 @@ import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
 from hetfl.config import ConfigError, build_suite
+from hetfl.engine.chunks import ChunkedModel, limit_rows, row_chunks
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.memory import (
     EVAL_COPIES,
@@ -27,13 +28,10 @@ from hetfl.engine.memory import (
     activation_elements,
     budget_bytes,
     cgroup_limit,
-    data_bytes,
     evaluation_bytes,
-    limit_rows,
     plan_memory,
     plan_rows,
     row_bytes,
-    row_chunks,
     tensor_bytes,
 )
 from hetfl.engine.participation import participation_schedule
@@ -141,15 +139,22 @@ def test_row_chunks_of_a_cnn():
         torch.testing.assert_close(state[k], state0[k], rtol=1e-5, atol=1e-6)
 
 
-def test_limit_rows_keeps_the_model_and_refuses_zero():
+def test_a_federations_model_says_its_calls_are_chunked_and_delegates_the_rest():
+    """The federation's model is a ChunkedModel around the batched model: ``fed.model.loss_grads`` is the
+    chunked call, every other attribute the model's; limiting changes it in place (every holder sees it)."""
     fed = tiny_federation("dnn")
     model = fed.model
-    cls = type(model)
-    assert limit_rows(model, 2) is model and isinstance(model, cls) and model.max_rows == 2
+    assert isinstance(model, ChunkedModel) and model.max_rows is None
+    assert model.shapes() == model.inner.shapes() and model.task == model.inner.task
+    assert limit_rows(model, 2) is model and model.max_rows == 2
     limit_rows(model, None)
-    assert model.max_rows is None and type(model).__mro__.count(cls) == 1
+    assert model.max_rows is None
     with pytest.raises(ValueError, match="rows per call"):
         limit_rows(model, 0)
+    with pytest.raises(TypeError, match="ChunkedModel"):
+        limit_rows(model.inner, 2)
+    with pytest.raises(ValueError, match="chunked already"):
+        ChunkedModel(model)
 
 
 @pytest.mark.parametrize("limit", [None, 2])
@@ -268,7 +273,7 @@ def test_the_plan_limits_the_rows_of_calls_over_every_pair_of_clients(name, pair
     fed = tiny_federation("dnn", sizes=(5,) * 6)
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4}, "t"), 0)
-    assert algorithm.call_rows == (36 if pairs else 6)
+    assert algorithm.memory_profile().call_rows(6) == (36 if pairs else 6)
     big = plan_memory(fed, algorithm, 1 << 30, 4)
     between = plan_memory(fed, algorithm, big.resident_bytes + 20 * big.row_bytes, 4)  # 6 <= 20 < 36
     assert big.rows is None and between.rows == (20 if pairs else None)
@@ -305,14 +310,16 @@ def test_the_plan_counts_the_stacks_a_round_or_an_evaluation_makes(name, hp, ada
     cls = get_algorithm(name, environment=FEDERATION)
     algorithm = cls(fed, cls.Hyperparameters.from_dict({"batch_size": 4, **hp}, "t"), 0)
     plan = plan_memory(fed, algorithm, 1 << 30, 4)
-    assert getattr(algorithm, "_cache", None) is None and algorithm.evaluation_adapts == adapts
+    profile = algorithm.memory_profile()
+    assert getattr(algorithm, "_cache", None) is None and (profile.adapted_elements is not None) == adapts
     size = torch.empty((), dtype=fed.dtype).element_size()
-    state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=lambda t: True)
+    held = algorithm.held_models() if adapts else algorithm.eval_models()
+    state = tensor_bytes(vars(algorithm), held, keep=lambda t: True)
     parameters = adapted = fed.model.num_parameters()
     if personal:
         adapted = sum(math.prod(fed.model.shapes()[k][0]) for k in fed.model.personal_keys())
         assert 0 < adapted < parameters
-    assert plan.resident_bytes == data_bytes(fed) + state + 5 * parameters * TRANSIENT_COPIES * size
+    assert plan.resident_bytes == fed.data_bytes() + state + 5 * parameters * TRANSIENT_COPIES * size
     assert plan.row_bytes == row_bytes(fed.model, 4, size) + copies * adapted * size
 
 
@@ -407,7 +414,7 @@ def test_a_float32_convolutional_run_keeps_its_budget_in_its_spec_and_auto_never
     )  # --set-resources
     assert fed.model.max_rows is None
     assert apply_memory_budget(fed, algorithm, budget_mib, torch.device("cpu"), split_inexact=True).rows == 2
-    assert fed.model.max_rows == 2 and isinstance(fed.model, type(tiny_federation("cnn").model))
+    assert fed.model.max_rows == 2 and isinstance(fed.model, ChunkedModel)
     import hetfl.engine.memory as memory
 
     monkeypatch.setattr(

@@ -34,14 +34,11 @@ from hetfl.engine.memory import (
     MIB,
     MemoryPlan,
     budget_bytes,
-    data_bytes,
-    limit_rows,
     peak_rss_bytes,
     plan_memory,
 )
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
-from hetfl.engine.state import ClientStates
 from hetfl.models import build_model
 from hetfl.problems import build_problem
 from hetfl.records import MetricsWriter, RunRecord
@@ -156,7 +153,7 @@ def execution_taken(env) -> str | None:
     record; None on a generated problem (no model)."""
     if not isinstance(env, Federation):
         return None
-    return "loop" if isinstance(env.model, LoopModel) else "batched"
+    return "loop" if isinstance(env.model.inner, LoopModel) else "batched"
 
 
 def build(
@@ -187,12 +184,19 @@ def build(
         dataset = Dataset.load(data)
         model = build_model(spec["model"], dataset.sample_shape, dataset.num_outputs, dataset.task)
         model = with_execution(model, resolve_execution(spec.get("execution", "batched"), model, device))
-        env = Federation.from_partition(dataset, Partition.load(partition), model, device, dtype)
+        init_params = None
         if init is not None:  # init_from: the other run's final global model
             state = torch.load(init, map_location="cpu", weights_only=True)
-            env.init_params = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("global/")}
-        if budget is not None:
-            env.states = ClientStates(device, budget, reserved=data_bytes(env))
+            init_params = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("global/")}
+        env = Federation.from_partition(
+            dataset,
+            Partition.load(partition),
+            model,
+            device,
+            dtype,
+            init_params=init_params,
+            state_budget=budget,
+        )
     return env, build_algorithm(spec, env, seed)
 
 
@@ -235,17 +239,18 @@ def apply_memory_budget(
     # ``auto`` depends on the free memory), else the setting's
     nbytes = env.states.budget if env.states.budget is not None else budget_bytes(budget, device)
     plan = plan_memory(env, algorithm, nbytes, batch)
-    exact = env.dtype != torch.float32 or type(env.model).rows_exact_in_float32
-    if isinstance(env.model, LoopModel):  # one client per call already
+    exact = env.dtype != torch.float32 or env.model.rows_exact_in_float32
+    looped = isinstance(env.model.inner, LoopModel)
+    if looped:  # one client per call already
         plan = replace(plan, rows=1)
-    else:
-        if not exact and (budget in (None, "auto") or not split_inexact):
-            plan = replace(plan, rows=None)
-        limit_rows(env.model, plan.rows)
+    elif not exact and (budget in (None, "auto") or not split_inexact):
+        plan = replace(plan, rows=None)
     # what the plan leaves beside the resident bytes and the larger of a training call's rows and an
     # evaluation's working set: the evaluation's gathered blocks may stay there (the same sums, no gathers)
-    working = max(plan.eval_bytes, plan.row_bytes * (plan.rows or algorithm.call_rows))
-    env.eval_cache_bytes = max(0, plan.budget_bytes - plan.resident_bytes - working)
+    working = max(plan.eval_bytes, plan.row_bytes * (plan.rows or plan.call_rows))
+    env.set_call_limits(
+        None if looped else plan.rows, max(0, plan.budget_bytes - plan.resident_bytes - working)
+    )
     return plan
 
 

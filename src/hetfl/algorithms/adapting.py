@@ -11,11 +11,12 @@ clients at a time (``hetfl.engine.adapt``), so that they never stack; the same n
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ClassVar
+from dataclasses import replace
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.engine.adapt import ClientModels
-from hetfl.engine.memory import row_chunks
+from hetfl.engine.chunks import row_chunks
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.params import Params
 
 
@@ -26,7 +27,6 @@ class AdaptsForEvaluation(FederatedAlgorithm):
     :meth:`held_models`, and keep ``t``, the last round.
     """
 
-    evaluation_adapts: ClassVar[bool] = True
     t: int
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
@@ -34,8 +34,22 @@ class AdaptsForEvaluation(FederatedAlgorithm):
         self._cache: tuple[int, Params] | None = None  # (t, the round's adapted stack)
 
     def held_models(self) -> dict[str, Params]:
-        """The models held and scored as they are, before ``personal`` (none by default)."""
+        """The models held and scored as they are, before ``personal`` (none by default); the memory plan
+        counts these (``hetfl.engine.memory.plan_memory``): computing the adapted ones to plan would adapt every
+        client at once, before the run's row limit is set."""
         return {}
+
+    def memory_profile(self) -> MemoryProfile:
+        """FedAvg's round (``FederatedAlgorithm.memory_profile``), and every client's adapted model for each
+        evaluation, counted per row of a call: all the model's elements unless a subclass adapts part of it,
+        with momentum buffers where the adaptation has momentum (``momentum``: FFGG's and FedAvg+FT's
+        fine-tuning through the client optimizer)."""
+        momentum = float(getattr(self.hp, "momentum", 0.0) or 0.0) > 0
+        return replace(
+            super().memory_profile(),
+            adapted_elements=self.fed.model.num_parameters(),
+            adapted_copies=1 + momentum,
+        )
 
     @abstractmethod
     def adapt(self) -> ClientModels:

@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 import numpy as np
 from torch import Tensor
 
-from hetfl.engine.aggregation import ClientSum, Reduce, weighted_sum
+from hetfl.engine.aggregation import sequential
 from hetfl.engine.evaluate import Evaluator, SplitScores
 from hetfl.engine.federation import Federation
-from hetfl.engine.memory import TRANSIENT_COPIES
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import ClientOptimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, average, shared_rows
 from hetfl.engine.rng import generator
@@ -34,83 +34,7 @@ Rows = list[tuple[str, float]]
 ClientRows = list[tuple[int, str, float]]
 
 
-class MemoryPlanHooks:
-    """What the memory plan (``hetfl.engine.memory.plan_memory``, before the first round) asks an algorithm
-    besides the state it holds, which it measures itself (every tensor reachable from the algorithm's
-    attributes; per-client stacks made by ``fed.states`` count where they are placed).
-
-    The defaults fit an algorithm whose round trains the S sampled clients from a model and drops their local
-    models once the server has summed them (FedAvg, FedProx, q-FedAvg, every ``FedAvgLike``): an algorithm
-    overrides a hook only where it holds more than that:
-
-    - more ``[S, ...]`` copies per sampled client during a round than its local model and its update (or
-      optimizer buffer), e.g. a per-round control variate: :meth:`transient_bytes`;
-    - more minibatches per client and round than ``local_steps`` (several draws a step, a θ-step after the
-      w-steps): ``FederatedAlgorithm.drawn_steps``;
-    - batched calls over more rows than clients (every ordered pair of clients): :attr:`call_rows`;
-    - models adapted for each evaluation rather than held (``hetfl.algorithms.adapting``, whose base sets
-      :attr:`evaluation_adapts` and answers :meth:`held_models`; :meth:`adapted_parameters` and
-      :meth:`adapted_copies` where it adapts part of a model or keeps momentum).
-
-    Per-client state kept across rounds (``[N, ...]`` stacks) needs no hook: made by ``self.fed.states``, it is
-    measured where it is placed (guide: docs/guides/adding-an-algorithm.md).
-    """
-
-    @property
-    def call_rows(self) -> int:
-        """The most rows one of its batched calls takes: N clients; N² where it differentiates every ordered pair
-        of clients (All-for-one's similarity estimation, CoBo's weight update). The memory plan sets a row limit
-        whenever fewer rows than these fit (``hetfl.engine.memory.plan_rows``)."""
-        return self.env.num_clients
-
-    evaluation_adapts: ClassVar[bool] = False
-    """True where :meth:`eval_models` adapts every client's model for the evaluation rather than returning
-    models the algorithm holds (Per-FedAvg, FedAvg+FT, FFGG/FedAlt/FedSim: ``hetfl.algorithms.adapting``)."""
-
-    def held_models(self) -> dict:
-        """The models the memory plan counts as held (``hetfl.engine.memory.plan_memory``, before the first
-        round): :meth:`eval_models`. Where the evaluation adapts them (:attr:`evaluation_adapts`,
-        ``hetfl.algorithms.adapting``) only those it does not adapt: the adapted ones are computed for each
-        evaluation under the run's row limit and counted per row (:meth:`adapted_row_bytes`); computing them to
-        plan would adapt every client at once, before any limit."""
-        return self.eval_models()
-
-    def adapted_parameters(self, parameters: int) -> int:
-        """Elements each adapted row copies (:attr:`evaluation_adapts`), of a model of ``parameters``: all of
-        them, unless the evaluation adapts only some (the others viewed, not copied: ``hetfl.engine.params
-        .broadcast``'s ``views``)."""
-        return parameters
-
-    def adapted_copies(self) -> int:
-        """Copies of each adapted row an evaluation holds at once (:attr:`evaluation_adapts`): the adapted
-        parameters, and their momentum buffers where the adaptation steps through a client optimizer with
-        momentum (``client_optimizer``: FFGG's and FedAvg+FT's fine-tuning)."""
-        return 1 + (float(getattr(self.hp, "momentum", 0.0) or 0.0) > 0)
-
-    def transient_bytes(self, element_size: int, parameters: int) -> int:
-        """Bytes of a round's stacks held beside the algorithm's state, for the memory plan
-        (``hetfl.engine.memory.plan_memory``), ``element_size`` bytes an element: the :attr:`clients_per_round`
-        models of ``parameters`` elements, ``TRANSIENT_COPIES`` copies (the local models and their updates or
-        optimizer buffers)."""
-        return int(self.clients_per_round) * parameters * TRANSIENT_COPIES * element_size
-
-    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
-        """Bytes of one trained client's round state held per row of a call rather than in
-        :meth:`transient_bytes` (the algorithms under ``aggregation: sequential``, which train, add and drop a
-        chunk of clients at a time: :meth:`FederatedAlgorithm.trained_row_bytes`); 0 by default."""
-        return 0
-
-    def adapted_row_bytes(self, element_size: int, parameters: int) -> int:
-        """Bytes of one client's adapted model held during an evaluation that adapts every client
-        (:attr:`evaluation_adapts`; 0 otherwise): :meth:`adapted_parameters` elements, :meth:`adapted_copies`
-        copies. The evaluation adapts the clients a row chunk at a time (``hetfl.engine.adapt``), so the plan
-        counts them per row of a call, beside the call's working bytes."""
-        if not self.evaluation_adapts:
-            return 0
-        return self.adapted_parameters(parameters) * self.adapted_copies() * element_size
-
-
-class Algorithm(MemoryPlanHooks, ABC):
+class Algorithm(ABC):
     """Base of every algorithm.
 
     Class attributes:
@@ -291,35 +215,14 @@ class FederatedAlgorithm(Algorithm):
         """Server average ``[1, ...]`` of the sampled clients' models ``params [S, ...]``."""
         return average(params, self.aggregation_weights(sampled))
 
-    @property
-    def sequential(self) -> bool:
-        """Whether the server adds the clients' terms in their order, a chunk of clients at a time
-        (``aggregation: sequential``, for the algorithms that take it: ``hetfl.engine.aggregation``)."""
-        return getattr(self.hp, "aggregation", "batched") == "sequential"
-
-    def client_sum(self, clients: Tensor, weights: Tensor | None, reduce: Reduce = weighted_sum) -> ClientSum:
-        """A sum Σ_{i∈S} p_i x_i over the round's ``clients [S]`` (``weights`` p ``[S]``; None: the mean) in
-        the run's ``aggregation`` order, to be given the clients' terms a chunk of clients at a time
-        (``hetfl.engine.aggregation.ClientSum``)."""
-        return ClientSum(len(clients), weights, self.sequential, reduce)
-
-    def drawn_steps(self) -> int:
-        """The most minibatches one trained client draws in a round (``local_steps``), all drawn before the
-        first chunk of clients trains under ``aggregation: sequential`` (``hetfl.engine.grad.step_chunks``)."""
-        return int(self.hp.local_steps)
-
-    def transient_bytes(self, element_size: int, parameters: int) -> int:
-        """The round's ``[S, ...]`` stacks (:meth:`Algorithm.transient_bytes`). Under ``aggregation: sequential``
-        a chunk of clients' models is counted per row of a call (:meth:`trained_row_bytes`); what stays is the
-        round's drawn minibatches: :meth:`drawn_steps` of S rows of B positions (int64) and mask bytes."""
-        if not self.sequential:
-            return super().transient_bytes(element_size, parameters)
-        return self.drawn_steps() * self.clients_per_round * int(self.hp.batch_size) * 9
-
-    def trained_row_bytes(self, element_size: int, parameters: int) -> int:
-        """Under ``aggregation: sequential``, a trained client's local models held per row of a call:
-        ``TRANSIENT_COPIES`` copies of the model (its local model and its update or optimizer buffer)."""
-        return parameters * TRANSIENT_COPIES * element_size if self.sequential else 0
+    def memory_profile(self) -> MemoryProfile:
+        """What the algorithm holds beside the tensors it keeps, for the memory plan
+        (``hetfl.engine.memory.MemoryProfile``; ``plan_memory`` measures the kept tensors): FedAvg's round,
+        in the run's ``aggregation`` order, ``local_steps`` minibatches a client. An algorithm that holds more
+        returns ``dataclasses.replace(super().memory_profile(), ...)``."""
+        return MemoryProfile(
+            sequential=sequential(self.hp), drawn_steps=int(getattr(self.hp, "local_steps", 1) or 1)
+        )
 
     server_opt: ServerOptimizer | None = None
     """The server optimizer's state (built at the first :meth:`server_step` that needs one)."""
@@ -372,4 +275,4 @@ class FederatedAlgorithm(Algorithm):
         return out
 
 
-__all__ = ["Algorithm", "ClientRows", "FederatedAlgorithm", "MemoryPlanHooks", "Rows"]
+__all__ = ["Algorithm", "ClientRows", "FederatedAlgorithm", "Rows"]

@@ -3,7 +3,7 @@
 Per-FedAvg's personalization step, FedAvg+FT's fine-tuning and the personal fine-tuning of FFGG, FedAlt and
 FedSim adapt every client's model before each evaluation: ``[N, ...]`` models that exist only to be scored.
 Without a row limit they are computed in one stack, as the algorithm's ``eval_models``. Under a memory budget
-that splits the N clients into row chunks (``hetfl.engine.memory.row_chunks``) they are
+that splits the N clients into row chunks (``hetfl.engine.chunks.row_chunks``) they are
 :class:`ClientModels`: every local step's minibatches are drawn first, for all N clients in client order (the
 same draws as the one stack), then each chunk of clients is adapted through all its steps, scored
 (``hetfl.engine.evaluate.Evaluator.scores`` on those clients) and dropped before the next chunk starts, so

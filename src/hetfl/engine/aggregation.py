@@ -107,3 +107,16 @@ class ClientSum:
         if self.weights is None:
             return v.mean(0, keepdim=True)
         return self.reduce(self.weights.to(device=v.device, dtype=v.dtype), v)
+
+
+def sequential(hp) -> bool:
+    """Whether the run's hyper-parameters ``hp`` ask the server to add the clients' terms in their order, a chunk
+    of clients at a time (``aggregation: sequential``; hyper-parameters without the option: ``batched``)."""
+    return getattr(hp, "aggregation", "batched") == "sequential"
+
+
+def client_sum(hp, clients: Tensor, weights: Tensor | None, reduce: Reduce = weighted_sum) -> ClientSum:
+    """A sum Σ_{i∈S} p_i x_i over a round's ``clients [S]`` (``weights`` p ``[S]``; None: the mean) in the order
+    of the run's ``aggregation`` (:func:`sequential` of ``hp``), to be given the clients' terms a chunk of
+    clients at a time (:class:`ClientSum`)."""
+    return ClientSum(len(clients), weights, sequential(hp), reduce)

@@ -10,6 +10,7 @@ federation is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from torch import Tensor
 from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset, standardized, zscore_stats
 from hetfl.data.transforms import apply_transform
+from hetfl.engine.chunks import ChunkedModel, limit_rows
 from hetfl.engine.sampler import BatchSampler
 from hetfl.engine.state import ClientStates
 from hetfl.models import BatchedModel
@@ -104,17 +106,22 @@ class Federation:
     Attributes:
         train, test: ``ClientSplit``.
         val: ``ClientSplit`` of the validation samples held out of training (``val_fraction``), or None.
-        model: the ``BatchedModel``.
+        model: the batched model (a ``BatchedModel``, or a ``LoopModel``: ``hetfl.engine.execution``) in a
+            ``ChunkedModel`` (``hetfl.engine.chunks``): its calls take at most ``model.max_rows`` client rows
+            (None: every call whole, the default).
         num_clients: N.
         cluster: ``LongTensor[N]``, cluster id of each client (0 without clusters).
         weights: ``Tensor[N]`` (float64, CPU), train-sample share n_i / n of each client.
         init_params: a pretrained starting model ``dict[str, Tensor[1, ...]]`` (another run's final global
             model, the run option ``init_from``), or None: algorithms start from it instead of a fresh init.
-        states: where the algorithm's per-client state stacks go (``hetfl.engine.state.ClientStates``; all on
-            the device unless a training job sets a memory budget before it builds the algorithm).
+        states: where the algorithm's per-client state stacks go (``hetfl.engine.state.ClientStates``): all on
+            the device, or within ``state_budget`` bytes (a training job's memory budget) when one is given.
         eval_cache_bytes: the most bytes of gathered per-client evaluation blocks kept from one evaluation to
-            the next (``hetfl.engine.evaluate.Evaluator``); 0 (the default) keeps none. A training job sets
-            what its memory plan leaves (``hetfl.train.apply_memory_budget``).
+            the next (``hetfl.engine.evaluate.Evaluator``); 0 (the default) keeps none.
+
+    Everything comes from the constructor but the two numbers a training job's memory plan sets once the
+    algorithm is built (the plan measures the algorithm's state): the row limit and the evaluation cache,
+    :meth:`set_call_limits` (``hetfl.train.apply_memory_budget``).
     """
 
     def __init__(
@@ -124,20 +131,38 @@ class Federation:
         model: BatchedModel,
         cluster: Tensor | None = None,
         val: ClientSplit | None = None,
+        *,
+        init_params: dict[str, Tensor] | None = None,
+        state_budget: int | None = None,
     ):
         if train.num_clients != test.num_clients or (
             val is not None and val.num_clients != train.num_clients
         ):
             raise ValueError("the splits have different numbers of clients")
-        self.train, self.test, self.val, self.model = train, test, val, model
+        self.train, self.test, self.val = train, test, val
+        self.model = model if isinstance(model, ChunkedModel) else ChunkedModel(model)
         self.num_clients = train.num_clients
         self.device = train.device
         self.dtype = train.x.dtype
         self.cluster = cluster if cluster is not None else torch.zeros(self.num_clients, dtype=torch.long)
         self.weights = self.train.sizes.double() / self.train.sizes.sum()
-        self.init_params: dict[str, Tensor] | None = None  # a pretrained start (a run's init_from), [1, ...]
+        self.init_params = init_params  # a pretrained start (a run's init_from), [1, ...]
         self.states = ClientStates(self.device)
+        if state_budget is not None:  # the data's bytes are the budget's first
+            self.states = ClientStates(self.device, state_budget, reserved=self.data_bytes())
         self.eval_cache_bytes = 0
+
+    def set_call_limits(self, rows: int | None, eval_cache_bytes: int) -> None:
+        """Set what a memory plan decides (``hetfl.engine.memory.plan_memory``): the most client rows per
+        model call (None: no limit; ``ChunkedModel.max_rows``) and the evaluation cache's bytes.
+
+        Raises:
+            ValueError: ``rows`` below 1 or ``eval_cache_bytes`` negative.
+        """
+        if eval_cache_bytes < 0:
+            raise ValueError(f"eval_cache_bytes must be >= 0, got {eval_cache_bytes}")
+        limit_rows(self.model, rows)
+        self.eval_cache_bytes = int(eval_cache_bytes)
 
     @classmethod
     def from_partition(
@@ -147,8 +172,10 @@ class Federation:
         model: BatchedModel,
         device: torch.device,
         dtype: torch.dtype,
+        **settings: Any,
     ) -> Federation:
-        """Build from a dataset and a partition (indices per client), applying per-cluster transforms.
+        """Build from a dataset and a partition (indices per client), applying per-cluster transforms;
+        ``settings``: the constructor's keywords (``init_params``, ``state_budget``).
 
         Clients hold labels, or the dataset's ``targets`` for a regression dataset. A dataset with
         ``standardize`` is z-scored per feature with the mean and std of the partition's training samples
@@ -177,7 +204,12 @@ class Federation:
 
         cluster = torch.as_tensor(np.asarray(partition.cluster, dtype=np.int64))
         val = None if partition.val is None else split(partition.val)
-        return cls(split(partition.train), split(partition.test), model, cluster, val)
+        return cls(split(partition.train), split(partition.test), model, cluster, val, **settings)
+
+    def data_bytes(self) -> int:
+        """Bytes of the client data: every split's samples and targets (distinct storages)."""
+        tensors = [t for s in self.splits for t in (getattr(self, s).x, getattr(self, s).y)]
+        return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
     @property
     def splits(self) -> tuple[str, ...]:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor
 
+from hetfl.engine.chunks import row_chunks, stitch
 from hetfl.engine.federation import Batch, Federation
-from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, select
 from hetfl.engine.params import rows as rows_of
@@ -131,7 +131,7 @@ def chunks_through_steps(
     rows (non-increasing), in the order a batched loop consumes them: yields ``(s, batch)``, ``s`` a slice of
     the rows and ``batch`` their step's minibatches (:func:`gather_chunks`).
 
-    Without a row limit (``hetfl.engine.memory.row_chunks`` None): step by step, each step's rows in one
+    Without a row limit (``hetfl.engine.chunks.row_chunks`` None): step by step, each step's rows in one
     batch, each step drawn when it comes. Under one: every step's minibatches drawn first (one
     ``sampler.next`` a step, in step order: the same draws), then chunk by chunk of the C rows, each chunk
     through all its steps before the next (:func:`step_chunks`); the caller's step on ``s`` may only touch
@@ -206,7 +206,7 @@ def trained_chunks(
 
     ``whole`` (the default): one chunk of all C clients, stepped as :func:`local_sgd` steps them (under a
     row limit, a chunk of rows through all its steps at a time, inside the ``[C, ...]`` stack). False: under a
-    row limit (``hetfl.engine.memory.row_chunks``), each chunk of rows is started, stepped through all its
+    row limit (``hetfl.engine.chunks.row_chunks``), each chunk of rows is started, stepped through all its
     steps and handed over before the next one starts, so one chunk's models are resident, not C (the caller
     drops them: ``hetfl.engine.aggregation.ClientSum``, ``hetfl.engine.adapt``); without one, one chunk. Every
     step's minibatches are drawn either way (:func:`step_chunks`): each client's models and numbers are the
@@ -253,7 +253,7 @@ def drawn_grads(
     fed: Federation, sampler: BatchSampler, clients: Tensor, params_of: Callable[[slice], Params]
 ) -> Params:
     """Each client's gradient on its next minibatch, at its model: :func:`drawn_chunks` (one model per client)
-    with the chunks' gradients stitched into ``dict[str, Tensor[C, ...]]`` (``hetfl.engine.memory.stitch``)."""
+    with the chunks' gradients stitched into ``dict[str, Tensor[C, ...]]`` (``hetfl.engine.chunks.stitch``)."""
     (grads,) = stitch(drawn_chunks(fed, sampler, clients, params_of), len(clients))
     return grads
 

@@ -5,8 +5,8 @@ one batched call (``BatchedModel.loss_grads``, ``forward``, ``loss_grads_preact`
 memory (activations, their gradients, the per-client gradients) grows with the rows it takes; with many
 clients or a large model it is what breaks first. Under a ``memory_budget`` (MiB; a study key or a run's,
 ``config/README.md``) the engine splits such calls into row chunks of at most ``rows`` clients
-(:func:`limit_rows`) and concatenates the results. Every client's rows are computed by the same kernels
-either way, so chunking changes no number: the results are byte-identical to the unchunked engine
+(``hetfl.engine.chunks.ChunkedModel``, the federation's model) and concatenates the results. Every client's
+rows are computed by the same kernels either way, so chunking changes no number: the results are byte-identical to the unchunked engine
 wherever the batched kernels compute each client's rows independently of the others, which holds on the
 CPU for every model in float64 and for the models without convolutions in float32 (``tests/test_memory.py``
 runs every algorithm both ways). oneDNN's float32 convolutions choose their blocking from the whole
@@ -37,7 +37,6 @@ import math
 import os
 import resource
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import torch
@@ -188,6 +187,8 @@ class MemoryPlan:
         eval_bytes: working bytes of one evaluation call (:func:`evaluation_bytes`); eval_fits: whether the
             resident bytes plus those fit the budget (evaluation's calls are never split: see
             ``hetfl.engine.evaluate.ACTIVATION_BUDGET``).
+        call_rows: the most rows one of the algorithm's batched calls takes
+            (:meth:`MemoryProfile.call_rows`); not recorded.
     """
 
     budget_bytes: int
@@ -197,6 +198,7 @@ class MemoryPlan:
     fits: bool
     eval_bytes: int = 0
     eval_fits: bool = True
+    call_rows: int = 0
 
     def record(self) -> dict[str, Any]:
         """The plan, for ``run.json``."""
@@ -211,14 +213,9 @@ class MemoryPlan:
         }
 
 
-def data_bytes(fed) -> int:
-    """Bytes of the federation's client data (every split's samples and targets)."""
-    return tensor_bytes([[getattr(fed, s).x, getattr(fed, s).y] for s in fed.splits])
-
-
 def plan_rows(budget: int, resident: int, per_row: int, clients: int) -> tuple[int | None, bool]:
     """``(rows, fits)``: the most rows a call may take within ``budget`` bytes after ``resident`` bytes
-    (None: at least ``clients``, the most rows any call takes, ``algorithm.call_rows``: no chunking), at
+    (None: at least ``clients``, the most rows any call takes, :meth:`MemoryProfile.call_rows`: no chunking), at
     least 1; ``fits`` False when not even one row fits."""
     left = budget - resident
     fits = left >= per_row
@@ -226,38 +223,98 @@ def plan_rows(budget: int, resident: int, per_row: int, clients: int) -> tuple[i
     return (None if rows >= clients else int(rows)), fits
 
 
+@dataclass(frozen=True)
+class MemoryProfile:
+    """What an algorithm holds beside the tensors it keeps, declared for the memory plan (:func:`plan_memory`
+    measures the kept tensors itself: per-client stacks made by ``fed.states`` count where they are placed).
+    The defaults are FedAvg's: a round trains the S sampled clients from one model and drops their local
+    models once the server has summed them (``FederatedAlgorithm.memory_profile``; an algorithm returns
+    ``dataclasses.replace(super().memory_profile(), ...)`` where it holds more).
+
+    Attributes:
+        sequential: the server sums the clients' terms a chunk of clients at a time (``aggregation:
+            sequential``, ``hetfl.engine.aggregation``): a trained client's ``TRANSIENT_COPIES`` model copies
+            count per row of a call and the round's drawn minibatches stay resident; otherwise the round holds
+            ``TRANSIENT_COPIES`` copies per sampled client.
+        drawn_steps: the most minibatches one client draws in a round, all drawn before the first chunk trains
+            under ``sequential`` (``hetfl.engine.grad.step_chunks``): ``local_steps``; more where a step draws
+            several (Per-FedAvg) or a round adds steps (FedAlt's θ-steps after the w-steps).
+        started_elements: elements of each sampled client's start drawn before the first chunk trains under
+            ``sequential`` (partial personalization's personal part); 0 by default.
+        pairs: its batched calls take every ordered pair of clients, N² rows (All-for-one's similarity
+            estimation, CoBo's weight update) rather than N: a row limit is set whenever fewer than N² fit.
+        adapted_elements: elements of one client's model adapted for each evaluation
+            (``hetfl.algorithms.adapting``: adapted, scored and dropped a row chunk at a time, so counted per
+            row of a call); only the personal ones where the others are viewed, not copied; None: the
+            evaluation scores models the algorithm holds.
+        adapted_copies: copies of each adapted row held at once: the model, and its momentum buffers where the
+            adaptation steps through a client optimizer with momentum.
+    """
+
+    sequential: bool = False
+    drawn_steps: int = 1
+    started_elements: int = 0
+    pairs: bool = False
+    adapted_elements: int | None = None
+    adapted_copies: int = 1
+
+    def call_rows(self, clients: int) -> int:
+        """The most rows one batched call takes among ``clients`` clients: N, or N² (:attr:`pairs`)."""
+        return clients * clients if self.pairs else clients
+
+    def transient_bytes(self, element_size: int, parameters: int, sampled: int, batch: int) -> int:
+        """Bytes of a round's stacks held beside the kept state, a model of ``parameters`` elements of
+        ``element_size`` bytes, ``sampled`` clients a round (S), ``batch`` samples a minibatch: S models of
+        ``TRANSIENT_COPIES`` copies; under :attr:`sequential` the round's drawn minibatches (int64 positions
+        and a mask byte each) and the clients' starts (:attr:`started_elements`) instead."""
+        if not self.sequential:
+            return sampled * parameters * TRANSIENT_COPIES * element_size
+        return self.drawn_steps * sampled * batch * 9 + sampled * self.started_elements * element_size
+
+    def row_bytes(self, element_size: int, parameters: int) -> int:
+        """Bytes held per row of a call besides the call's working set: a trained client's
+        ``TRANSIENT_COPIES`` model copies under :attr:`sequential`, and an adapted client's
+        :attr:`adapted_copies` copies of :attr:`adapted_elements` during an evaluation that adapts."""
+        trained = parameters * TRANSIENT_COPIES * element_size if self.sequential else 0
+        adapted = 0 if self.adapted_elements is None else self.adapted_elements * self.adapted_copies
+        return trained + adapted * element_size
+
+
 def plan_memory(fed, algorithm, budget: int, batch: int) -> MemoryPlan:
     """The memory plan of ``algorithm`` on the federation ``fed`` within ``budget`` bytes, ``batch``
     samples per client and call (the run's ``batch_size``).
 
     The resident bytes are measured (the federation's data, the tensors the algorithm holds and the models
-    it scores that it holds, ``held_models``: the models an evaluation adapts are not computed to plan; on the
-    device: its per-client stacks placed off it, ``fed.states``, do not count) plus a round's stacks,
-    estimated (``algorithm.transient_bytes``): ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients
-    sampled per round (pFedMe's N clients train a chunk of rows at a time,
-    ``hetfl.engine.grad.chunks_through_steps``; so do the FedAvg-like algorithms' S under ``aggregation:
-    sequential``, whose local models count per row of a call instead, ``algorithm.trained_row_bytes``); their
-    minibatches and gradients are counted per row of a call
-    (every algorithm on client data gathers and differentiates them chunk by chunk:
-    ``hetfl.engine.grad.row_batches``, ``drawn_chunks``), and so are the models an evaluation adapts for every
-    client (Per-FedAvg, FedAvg+FT, FFGG, FedAlt, FedSim: ``algorithm.adapted_row_bytes``, the adapted
-    parameters, once or with their momentum buffers), since it adapts, scores and drops them a row chunk at a
-    time (``hetfl.engine.adapt``). An evaluation's working set (:func:`evaluation_bytes`) comes on top of the
+    it scores that it holds: ``eval_models()``, or ``held_models()`` where the evaluation adapts the others,
+    which are not computed to plan; on the device: its per-client stacks placed off it, ``fed.states``, do not
+    count) plus a round's stacks, estimated from the algorithm's :class:`MemoryProfile`
+    (``algorithm.memory_profile()``): ``S · P · TRANSIENT_COPIES`` elements, with ``S`` the clients sampled per
+    round (pFedMe's N clients train a chunk of rows at a time, ``hetfl.engine.grad.chunks_through_steps``; so
+    do the FedAvg-like algorithms' S under ``aggregation: sequential``, whose local models count per row of a
+    call instead); their minibatches and gradients are counted per row of a call (every algorithm on client
+    data gathers and differentiates them chunk by chunk: ``hetfl.engine.grad.row_batches``,
+    ``drawn_chunks``), and so are the models an evaluation adapts for every client (Per-FedAvg, FedAvg+FT,
+    FFGG, FedAlt, FedSim), since it adapts, scores and drops them a row chunk at a time
+    (``hetfl.engine.adapt``). An evaluation's working set (:func:`evaluation_bytes`) comes on top of the
     resident bytes, not of a training call's rows.
     """
     model = fed.model
+    profile = algorithm.memory_profile()
     size = torch.empty((), dtype=fed.dtype).element_size()
-    data = data_bytes(fed)
+    data = fed.data_bytes()
     on_device = lambda t: t.device == fed.device and not fed.states.is_off(t)  # noqa: E731
-    state = tensor_bytes(vars(algorithm), algorithm.held_models(), keep=on_device)
+    held = algorithm.eval_models() if profile.adapted_elements is None else algorithm.held_models()
+    state = tensor_bytes(vars(algorithm), held, keep=on_device)
     parameters = model.num_parameters()
-    transient = algorithm.transient_bytes(size, parameters)
+    transient = profile.transient_bytes(size, parameters, algorithm.clients_per_round, batch)
     resident = data + state + transient
-    per_row = row_bytes(model, batch, size) + algorithm.adapted_row_bytes(size, parameters)
-    per_row += algorithm.trained_row_bytes(size, parameters)
-    rows, fits = plan_rows(budget, resident, per_row, algorithm.call_rows)
+    per_row = row_bytes(model, batch, size) + profile.row_bytes(size, parameters)
+    call_rows = profile.call_rows(fed.num_clients)
+    rows, fits = plan_rows(budget, resident, per_row, call_rows)
     evaluation = evaluation_bytes(fed, size)
-    return MemoryPlan(budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget)
+    return MemoryPlan(
+        budget, resident, per_row, rows, fits, evaluation, resident + evaluation <= budget, call_rows
+    )
 
 
 def evaluation_bytes(fed, element_size: int) -> int:
@@ -271,124 +328,3 @@ def evaluation_bytes(fed, element_size: int) -> int:
 def peak_rss_bytes() -> int:
     """The process's peak resident set size so far (``getrusage``; Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-# --- row chunks ----------------------------------------------------------------------------------------
-
-
-def _rows_of(tensors) -> int:
-    return next(iter(tensors.values())).shape[0]
-
-
-def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
-    return {k: v[s] for k, v in tensors.items()}
-
-
-def row_chunks(model, rows: int, group: int = 1) -> list[slice] | None:
-    """The row slices of a call on ``rows`` rows under ``model.max_rows`` (None: one call): the fewest
-    chunks of at most ``max_rows`` rows, of sizes as equal as they can be (10 rows under 8: 5 and 5).
-
-    With ``group`` > 1 the rows come in groups of ``group`` consecutive rows that a chunk never splits (the
-    N pairs (i, 0..N−1) of one model in the collaborative family): chunks of whole groups, at most
-    ``max_rows // group`` groups each and never fewer than one group (which may exceed ``max_rows``).
-
-    Raises:
-        ValueError: ``group`` below 1 or not dividing ``rows``.
-    """
-    if group < 1 or rows % group:
-        raise ValueError(f"row_chunks: group must be >= 1 and divide the {rows} rows, got {group}")
-    limit = getattr(model, "max_rows", None)  # a model never limited (limit_rows) has none
-    if limit is None or rows <= limit:
-        return None
-    groups = rows // group
-    count = -(-groups // max(1, limit // group))
-    edges = [group * (groups * i // count) for i in range(count + 1)]
-    return [slice(a, b) for a, b in zip(edges, edges[1:], strict=False)]
-
-
-def _stitch(chunks: list[slice], rows: int, call):
-    """``call(s)`` for every chunk ``s``, its results (a tuple of tensors ``[len(s), ...]``, dicts of them or
-    None) copied into ``[rows, ...]`` outputs as each chunk ends: one chunk's results and the outputs are
-    resident at once, never every chunk's."""
-    return stitch(((s, call(s)) for s in chunks), rows)
-
-
-def stitch(parts, rows: int):
-    """The chunks' results ``parts`` (an iterable of ``(s, results)``: ``s`` a slice of the ``rows`` rows,
-    ``results`` a tuple of tensors ``[len(s), ...]``, dicts of them or None) copied into ``[rows, ...]``
-    outputs as each chunk comes, so that one chunk's results and the outputs are resident at once; a single
-    chunk of every row is returned as it is (no copy)."""
-    out = None
-    for s, part in parts:
-        if out is None and s.start == 0 and s.stop == rows:
-            return part
-        if out is None:
-            out = tuple(_empty(p, rows) for p in part)
-        for o, p in zip(out, part, strict=True):
-            if isinstance(p, dict):
-                for k, v in p.items():
-                    o[k][s] = v
-            elif p is not None:
-                o[s] = p
-        del part
-    return out
-
-
-def _empty(part, rows: int):
-    if part is None:
-        return None
-    if isinstance(part, dict):
-        return {k: v.new_empty((rows, *v.shape[1:])) for k, v in part.items()}
-    return part.new_empty((rows, *part.shape[1:]))
-
-
-SPLIT_CALLS = {"forward": 1, "loss_grads": 3, "loss_grads_preact": 3}
-"""The batched calls that run in row chunks: name -> how many of the arguments after ``params`` have a row
-per client (``[C, ...]`` or None: ``x``; ``x, y, mask``; ``z1, y, mask``); the others pass unchanged."""
-
-
-def _split(method, per_row: int):
-    """``method(self, params, *args)`` run in row chunks of ``params`` and its first ``per_row`` arguments
-    (:func:`row_chunks`), the results stitched (:func:`_stitch`)."""
-
-    def split(self, params, *args, **kwargs):
-        rows = _rows_of(params)
-        chunks = row_chunks(self, rows)
-        if chunks is None:
-            return method(self, params, *args, **kwargs)
-        single = []  # whether the method returns one tensor (forward) rather than a tuple
-
-        def part(s: slice):
-            cut = [None if a is None else a[s] for a in args[:per_row]]
-            out = method(self, _rows(params, s), *cut, *args[per_row:], **kwargs)
-            single[:] = [isinstance(out, Tensor)]
-            return (out,) if single[0] else out
-
-        out = _stitch(chunks, rows, part)
-        return out[0] if single[0] else out
-
-    return split
-
-
-@cache
-def _chunked_class(cls: type) -> type:
-    """``cls`` whose batched calls (``forward``, ``loss_grads``, ``loss_grads_preact`` over ``[C, ...]``
-    parameters and ``[C, ...]`` data) run in chunks of at most ``max_rows`` client rows, concatenated; a
-    call on one row of parameters (a shared model) is never split. A subclass: ``isinstance`` still holds."""
-    methods = {name: _split(getattr(cls, name), per_row) for name, per_row in SPLIT_CALLS.items()}
-    return type(cls.__name__, (cls,), {"__doc__": cls.__doc__, "_unchunked": cls, **methods})
-
-
-def limit_rows(model, rows: int | None):
-    """Make ``model`` (a ``BatchedModel``, changed in place: every holder of it sees the change) run its
-    batched calls in chunks of at most ``rows`` client rows (None: no limit). Returns ``model``.
-
-    Raises:
-        ValueError: ``rows`` below 1.
-    """
-    if rows is not None and rows < 1:
-        raise ValueError(f"rows per call must be >= 1 or None, got {rows}")
-    if "_unchunked" not in type(model).__dict__:
-        model.__class__ = _chunked_class(type(model))
-    model.max_rows = rows
-    return model

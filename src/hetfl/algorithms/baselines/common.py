@@ -16,6 +16,7 @@ local models are never resident at once (the same numbers as the unchunked ``seq
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import torch
@@ -23,8 +24,10 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import FedAvgFamily
+from hetfl.engine.aggregation import client_sum, sequential
 from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.params import Params, broadcast
 
 
@@ -39,7 +42,7 @@ class FedAvgLike(FederatedAlgorithm):
     written with :meth:`participants` (S_t and each client's τ_i), :meth:`local_chunks` (their local models, a
     chunk at a time), ``client_sum`` (the server's sums in the run's ``aggregation`` order), ``server_step``
     (the server optimizer) and ``client_scores`` (losses and accuracies of the sampled clients: q-FedAvg).
-    The memory plan's defaults fit it (``hetfl.algorithms.base.MemoryPlanHooks``).
+    The memory plan's defaults fit it (``FederatedAlgorithm.memory_profile``).
 
     FedAvg-like algorithms have no personalization: their ``personal`` model is the global one (an alias,
     evaluated once), so that they sit beside personalized algorithms in the same figures and claims.
@@ -78,7 +81,7 @@ class FedAvgLike(FederatedAlgorithm):
         server optimizer."""
         clients, steps = self.participants(sampled)  # S_t, longest first (the server's order when τ_i equal)
         keys = self.trained_keys() or list(self.w)
-        mean = self.client_sum(clients, self.aggregation_weights(clients))
+        mean = client_sum(self.hp, clients, self.aggregation_weights(clients))
         for s, local in self.local_chunks(t, clients, steps):  # ClientUpdate(k, w_t) for each k ∈ S_t
             mean.add(s, {k: local[k] for k in keys})
         self.w = self.server_step(self.w, {**self.w, **mean.result()})  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
@@ -99,7 +102,7 @@ class FedAvgLike(FederatedAlgorithm):
         steps on its own minibatches, adding :meth:`correction` (of the chunk's clients) to each minibatch
         gradient; the parameters outside :meth:`trained_keys` are not stepped.
         """
-        return self._trained(t, clients, steps, whole=not self.sequential)
+        return self._trained(t, clients, steps, whole=not sequential(self.hp))
 
     def local_training(self, t: int, clients: Tensor, steps: Tensor) -> Params:
         """The clients' models ``[S, ...]`` after their local steps from w_t, all S at once (what
@@ -118,10 +121,12 @@ class FedAvgLike(FederatedAlgorithm):
 
         return trained_chunks(self.fed, self.sampler, start, clients, steps, lr, setup, whole=whole)
 
-    def drawn_steps(self) -> int:
-        """τ_max, the most local steps a client takes (``local_steps``, in epochs of its largest client's
-        minibatches with ``local_steps_unit: epochs``)."""
-        return self.work.tau * int(self.work.steps_per_unit.max())
+    def memory_profile(self) -> MemoryProfile:
+        """FedAvg's round (``FederatedAlgorithm.memory_profile``) of τ_max minibatches a client, the most local
+        steps a client takes (``local_steps``, in epochs of its largest client's minibatches with
+        ``local_steps_unit: epochs``)."""
+        tau_max = self.work.tau * int(self.work.steps_per_unit.max())
+        return dataclasses.replace(super().memory_profile(), drawn_steps=tau_max)
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

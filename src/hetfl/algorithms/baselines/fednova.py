@@ -45,6 +45,7 @@ from torch import Tensor
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.algorithms.minimax.local_work import a_l1
+from hetfl.engine.aggregation import client_sum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ class FedNova(FedAvgLike):
         p = torch.full_like(a, 1.0 / len(a)) if p is None else p  # p_i, [S]
         tau_eff = float((p * a).sum())  # Σ_i p_i ‖a_i‖₁
         coef = tau_eff * p / a  # w_{t+1} = w_t + Σ_i coef_i (w_i − w_t)
-        moved = self.client_sum(clients, coef, reduce=_dot)
+        moved = client_sum(self.hp, clients, coef, reduce=_dot)
         for s, local in self.local_chunks(t, clients, steps):  # w_i of clients[s], [r, ...]
             with torch.no_grad():
                 moved.add(s, {k: local[k] - w for k, w in self.w.items()})

@@ -38,6 +38,7 @@ from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
+from hetfl.engine.aggregation import client_sum
 from hetfl.engine.grad import Correction, full_grads
 from hetfl.engine.params import Params, broadcast, select
 from hetfl.engine.state import put
@@ -85,8 +86,8 @@ class Scaffold(FedAvgLike):
         omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
         scale = 1.0 / (steps.to(torch.float64) * self.lr_at(t))  # 1/(τ_i η_l), [S]
         mean, control = (
-            self.client_sum(clients, self.aggregation_weights(clients)),
-            self.client_sum(clients, omega),
+            client_sum(self.hp, clients, self.aggregation_weights(clients)),
+            client_sum(self.hp, clients, omega),
         )
         for s, local in self.local_chunks(t, clients, steps):  # y_i of clients[s], [r, ...] (lines 7-10)
             chunk = clients[s]

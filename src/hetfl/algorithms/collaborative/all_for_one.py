@@ -50,6 +50,7 @@ from hetfl.algorithms.collaborative.common import (
     stacked_grads,
 )
 from hetfl.engine.grad import row_batches
+from hetfl.engine.memory import MemoryProfile
 from hetfl.errors import ConfigError
 
 
@@ -127,10 +128,10 @@ class AllForOne(AllForOneBase):
         self.alpha_sampler = PairSampler(fed.train.sizes, hp.b_alpha, self.rng, sampling)
         self.n = client_sizes(fed, hp.client_size)
 
-    @property
-    def call_rows(self) -> int:
-        """N²: the similarity estimation differentiates every ordered pair of clients (:meth:`estimate`)."""
-        return self.fed.num_clients**2
+    def memory_profile(self) -> MemoryProfile:
+        """Calls over N² rows: the similarity estimation differentiates every ordered pair of clients
+        (:meth:`estimate`)."""
+        return dataclasses.replace(super().memory_profile(), pairs=True)
 
     def update_weights(self) -> None:
         if self.iteration % self.hp.period() == 0:

@@ -41,6 +41,7 @@ from hetfl.algorithms.collaborative.common import (
     unflatten,
 )
 from hetfl.engine.grad import drawn_grads, gather_batch
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.params import Params, rows
 
 
@@ -73,10 +74,10 @@ class CoBo(CollaborativeAlgorithm):
         self.rho = hp.rho if hp.rho is not None else 1.0 / (hp.lr * n)
         self.alpha = torch.ones(n, n, dtype=torch.float64)
 
-    @property
-    def call_rows(self) -> int:
-        """N²: the weight update differentiates every ordered pair of clients (:func:`pair_blocks`)."""
-        return self.fed.num_clients**2
+    def memory_profile(self) -> MemoryProfile:
+        """Calls over N² rows: the weight update differentiates every ordered pair of clients
+        (:func:`pair_blocks`)."""
+        return dataclasses.replace(super().memory_profile(), pairs=True)
 
     def update_weights(self) -> None:
         """w_ik ← clip(w_ik + γ_C ⟨∇f_i(z_ik), ∇f_k(z_ik)⟩, 0, 1) for all pairs at once: the N² batches drawn at

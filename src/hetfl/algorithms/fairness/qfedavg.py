@@ -41,6 +41,7 @@ from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
+from hetfl.engine.aggregation import client_sum
 from hetfl.errors import ConfigError
 
 
@@ -79,7 +80,7 @@ class QFedAvg(FedAvgLike):
         weight = loss.pow(q)  # F_k^q
         slope = q * loss.pow(q - 1) if q else torch.zeros_like(loss)  # q F_k^{q−1}
         h = torch.zeros_like(loss)  # h_k, [S]
-        deltas = self.client_sum(clients, weight)  # Σ_k F_k^q Δw_k, in the run's aggregation order
+        deltas = client_sum(self.hp, clients, weight)  # Σ_k F_k^q Δw_k, in the run's aggregation order
         for s, local in self.local_chunks(t, clients, steps):  # w̄_k: local SGD from w_t, [r, ...]
             dw = {k: (self.w[k] - v).mul_(lipschitz) for k, v in local.items()}  # Δw_k = L(w_t − w̄_k)
             norm2 = sum(v.flatten(1).double().pow(2).sum(1) for v in dw.values()).cpu()  # ‖Δw_k‖², [r]

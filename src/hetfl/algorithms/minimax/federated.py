@@ -21,8 +21,8 @@ from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.minimax.common import GeneralizedSGDA, SGDAHyperparameters
 from hetfl.algorithms.minimax.local_work import LocalWork
 from hetfl.algorithms.minimax.objectives import METRICS, OBJECTIVES
+from hetfl.engine.chunks import stitch
 from hetfl.engine.grad import row_batches
-from hetfl.engine.memory import stitch
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 from hetfl.metrics import metric_names

@@ -126,7 +126,7 @@ class Robust(Objective):
 
     def grads(self, x, y, batch, x_hat):
         if (
-            isinstance(self.model, MLP)
+            isinstance(self.model.inner, MLP)  # the federation's model: a ChunkedModel
             and "fc1.bias" in x
             and getattr(self.model, "split", "none") != "adapter"
         ):

@@ -19,6 +19,7 @@ from typing import Literal
 from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.baselines.fedavg import FedAvg, FedAvgHyperparameters
 from hetfl.engine.adapt import ClientModels, adapted_chunks
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.params import Params, all_finite, broadcast
 from hetfl.engine.sampler import eval_sampler
 
@@ -47,12 +48,14 @@ class FedAvgFT(AdaptsForEvaluation, FedAvg):
         super().__init__(fed, hp, seed, sampling)
         self.t = 0
 
-    def adapted_parameters(self, parameters: int) -> int:
-        """With ``finetune: personal`` the personal parameters' elements (the evaluation's rows view the others:
-        ``hetfl.engine.params.broadcast``), else all ``parameters``."""
+    def memory_profile(self) -> MemoryProfile:
+        """``AdaptsForEvaluation``'s, and with ``finetune: personal`` only the personal parameters' elements
+        adapted (the evaluation's rows view the others: ``hetfl.engine.params.broadcast``)."""
+        profile = super().memory_profile()
         if self.hp.finetune != "personal":
-            return parameters
-        return self.fed.model.num_parameters(self.fed.model.personal_keys())
+            return profile
+        model = self.fed.model
+        return dataclasses.replace(profile, adapted_elements=model.num_parameters(model.personal_keys()))
 
     def round(self, t, sampled) -> None:
         self.t = t

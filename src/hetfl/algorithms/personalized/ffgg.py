@@ -39,8 +39,8 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
+from hetfl.engine.chunks import stitch
 from hetfl.engine.grad import client_grads, sgd_step
-from hetfl.engine.memory import stitch
 from hetfl.engine.params import Params, rows
 
 

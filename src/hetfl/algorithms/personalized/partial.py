@@ -33,8 +33,10 @@ from torch import Tensor
 from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Aggregation, ClientOptimization
 from hetfl.engine.adapt import ClientModels, adapted_chunks
+from hetfl.engine.aggregation import client_sum, sequential
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import numbered_steps, step_chunks
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.params import Params, all_finite, broadcast, rows
 from hetfl.engine.sampler import eval_sampler
 from hetfl.errors import ConfigError
@@ -89,9 +91,17 @@ class PartialPersonalization(AdaptsForEvaluation):
         self.default_personal = {k: w0[k] for k in self.personal_keys}
         self.t = 0
 
-    def adapted_parameters(self, parameters: int) -> int:
-        """The personal part's elements: the evaluation's N rows view θ, not copy it (:meth:`compose`)."""
-        return self.fed.model.num_parameters(self.personal_keys)
+    def memory_profile(self) -> MemoryProfile:
+        """:meth:`drawn_steps` minibatches a round; the personal part's elements adapted for each evaluation
+        (its N rows view θ, not copy it: :meth:`compose`) and, under ``aggregation: sequential``, the S
+        clients' starting personal parts drawn before the first chunk trains."""
+        personal = self.fed.model.num_parameters(self.personal_keys)
+        return dataclasses.replace(
+            super().memory_profile(),
+            drawn_steps=self.drawn_steps(),
+            started_elements=personal,
+            adapted_elements=personal,
+        )
 
     @classmethod
     def check(cls, hp: Options, settings: dict[str, Any], key: str) -> None:
@@ -136,7 +146,7 @@ class PartialPersonalization(AdaptsForEvaluation):
         ``aggregation`` order) and moves θ with it (:meth:`theta_step`)."""
         self.t = t
         start = self.personal_start(sampled, self.rng)
-        mean = self.client_sum(sampled, self.aggregation_weights(sampled))
+        mean = client_sum(self.hp, sampled, self.aggregation_weights(sampled))
         for s, sent in self.local_chunks(t, sampled, start):
             mean.add(s, sent)
         self.theta_step(t, mean.result())
@@ -149,7 +159,7 @@ class PartialPersonalization(AdaptsForEvaluation):
         personal parts ``start [S, ...]``. One chunk of all S under ``aggregation: batched``; under
         ``sequential``, one per call under the run's row limit (each handed over before the next starts)."""
         working = [len(sampled)] * self.drawn_steps()
-        for s, steps in step_chunks(self.fed, self.sampler, sampled, working, whole=not self.sequential):
+        for s, steps in step_chunks(self.fed, self.sampler, sampled, working, whole=not sequential(self.hp)):
             params = self.compose(rows(start, s), s.stop - s.start)
             yield s, self.train_chunk(t, sampled[s], params, numbered_steps(s, steps))
 
@@ -171,17 +181,6 @@ class PartialPersonalization(AdaptsForEvaluation):
         (``server_lr`` 1: their average)."""
         lr = self.hp.server_lr
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
-
-    def transient_bytes(self, element_size: int, parameters: int) -> int:
-        """The round's stacks (``FederatedAlgorithm.transient_bytes``) and, under ``aggregation: sequential``,
-        the S clients' starting personal parts (drawn before the first chunk trains)."""
-        transient = super().transient_bytes(element_size, parameters)
-        if not self.sequential:
-            return transient
-        return (
-            transient
-            + self.clients_per_round * self.fed.model.num_parameters(self.personal_keys) * element_size
-        )
 
     def adapt(self) -> ClientModels:
         """Each client's personal model: θ with w fine-tuned on its training data (``finetune_steps`` steps of

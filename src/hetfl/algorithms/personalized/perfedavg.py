@@ -50,8 +50,10 @@ from torch import Tensor
 from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Aggregation, Federated
 from hetfl.engine.adapt import ClientModels, adapted_chunks
+from hetfl.engine.aggregation import client_sum, sequential
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import client_grads, numbered_steps, step_chunks
+from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
@@ -98,9 +100,11 @@ class PerFedAvg(AdaptsForEvaluation):
         self.w = self.initial_model()
         self.t = 0
 
-    def adapted_copies(self) -> int:
-        """One: the evaluation's adaptation takes plain steps (no optimizer, no momentum buffers)."""
-        return 1
+    def memory_profile(self) -> MemoryProfile:
+        """τ steps of :attr:`picks` minibatches a round; one copy of each adapted model: the evaluation's
+        adaptation takes plain steps (no optimizer, no momentum buffers)."""
+        profile = super().memory_profile()
+        return dataclasses.replace(profile, drawn_steps=self.hp.local_steps * self.picks, adapted_copies=1)
 
     def _grad(self, params: Params, batch: Batch) -> Params:
         return client_grads(self.fed.model, params, batch)[1]
@@ -129,7 +133,7 @@ class PerFedAvg(AdaptsForEvaluation):
 
     def round(self, t: int, sampled: Tensor) -> None:
         self.t = t
-        mean = self.client_sum(sampled, self.aggregation_weights(sampled))
+        mean = client_sum(self.hp, sampled, self.aggregation_weights(sampled))
         for s, local in self._local_chunks(sampled, t):
             mean.add(s, local)
         self.w = mean.result()  # the server averages the clients' models (Algorithm 1, line 11)
@@ -143,7 +147,7 @@ class PerFedAvg(AdaptsForEvaluation):
         the S clients' ``[S, ...]`` stack, each row chunk through all its steps inside it; ``sequential``:
         each row chunk started, stepped and handed over before the next (one chunk's models resident)."""
         working = [len(sampled)] * self.hp.local_steps
-        whole = not self.sequential
+        whole = not sequential(self.hp)
         for chunk, steps in step_chunks(
             self.fed, self.sampler, sampled, working, picks=self.picks, whole=whole
         ):
@@ -161,10 +165,6 @@ class PerFedAvg(AdaptsForEvaluation):
     def picks(self) -> int:
         """Minibatches a local step draws per client: D and D', and D'' with the HF variant."""
         return 3 if self.hp.step == "maml" and self.hp.variant == "hf" else 2
-
-    def drawn_steps(self) -> int:
-        """τ steps of :attr:`picks` minibatches."""
-        return self.hp.local_steps * self.picks
 
     def held_models(self) -> dict[str, Params]:
         """The global model, scored as it is."""

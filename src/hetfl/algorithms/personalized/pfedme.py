@@ -55,8 +55,8 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
+from hetfl.engine.chunks import row_chunks, stitch
 from hetfl.engine.grad import chunks_through_steps, client_grads
-from hetfl.engine.memory import row_chunks, stitch
 from hetfl.engine.optim import ClientOptimizer
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.engine.state import put
