@@ -1,0 +1,432 @@
+"""The numbers of the results pages, generated from committed result tables.
+
+The tables of ``docs/results/*.md`` and of the READMEs' results sections are marked on their page::
+
+    <!-- table: pfedme_table1 -->
+    | study (data) | pFedMe (PM) | ... |
+    |---|---|---|
+    | `pfedme_mnist` (MNIST, MLR) | 94.34 ± 0.15 | ... |
+    <!-- /table -->
+
+and declared in ``docs/results/tables.yaml``: for each table its page, the suite and study its numbers come
+from, and per row (named by its first cell, as written on the page) one cell spec per further column. A
+cell spec is a template: ``{ref}`` is replaced by a number of the committed data, text around it is kept
+(``**{ref}**``, ``{ref} (input)``), a cell without braces is one ref, and ``null`` leaves the page's cell as
+written (a label, a paper's number, a dash). A ref is one of
+
+- ``[study/]run.metric[@stat][:format]``: a statistic of ``docs/results/data/<suite>/<study>/summary.csv``;
+  ``stat`` is ``best``, ``final``, ``last10``, ``valsel`` (``mean ± std``) or ``paper`` (the paper's number);
+  ``format`` is ``pctN`` (a fraction in % with N decimals), ``decN`` (N decimals), with a trailing ``m``
+  for the mean alone (``pct2m``);
+- ``claims:<pattern>[,<pattern>...]``: ``h of n``, the claims that hold of those checked, over the
+  studies whose name matches a pattern (``pfedme_*``; ``*`` is every study of the suite), from the
+  studies' ``claims.csv``;
+- ``notholding:<patterns>``, ``checked:<patterns>``, ``studies:<patterns>``: the number of claims that
+  do not hold; of claims checked; of studies.
+
+A row whose first cell repeats (one study, several claims) is named by its first cells joined by
+`` | `` (``"`baselines_mnist` | B4"``); the cell specs are then for the columns after those.
+
+The data are the suite's own tables, copied by ``--from`` (a default-suite run's ``results/tables``), or
+transcribed once where the run is not on this machine (paper scale), each suite with a ``source.yaml``
+saying where its numbers come from. ``--check`` fails, naming the page and table, where a page
+disagrees with its data::
+
+    python -m hetfl.results_pages                              # write the pages' tables from the data
+    python -m hetfl.results_pages --check                      # exit 1 where a page disagrees
+    python -m hetfl.results_pages --from results/tables        # refresh the default suite's data, then write
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+SPEC = Path("docs/results/tables.yaml")
+DATA = Path("docs/results/data")
+MARKER = re.compile(r"^<!-- table: (?P<name>[\w-]+) -->$")
+END = "<!-- /table -->"
+STATS = ("best", "final", "last10", "valsel", "paper")
+REF = re.compile(
+    r"^(?:(?P<study>[\w.=-]+)/)?(?P<run>[^/{}@:]+)\.(?P<metric>[a-z][a-z0-9_]*)"
+    r"(?:@(?P<stat>\w+))?(?::(?P<format>\w+))?$"
+)
+FORMAT = re.compile(r"^(?P<kind>pct|dec)(?P<digits>\d)(?P<mean>m?)$")
+PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+CELL_SPLIT = re.compile(r"(?<!\\)\|")
+MISSING = "—"
+CLAIM_REFS = ("claims", "notholding", "checked", "studies")
+
+
+class ResultsPagesError(ValueError):
+    """A table spec, a page's marked table or the committed data is inconsistent (the message names the
+    page and table)."""
+
+
+@dataclass
+class Data:
+    """The committed result tables: ``docs/results/data/<suite>/<study>/{summary,claims}.csv``.
+
+    Args:
+        root: the data folder (``docs/results/data``).
+    """
+
+    root: Path
+    _summaries: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
+
+    def summary(self, suite: str, study: str) -> pd.DataFrame:
+        """The study's ``summary.csv`` indexed by (run, metric); raises :class:`ResultsPagesError` when
+        the suite has no such file."""
+        key = (suite, study)
+        if key not in self._summaries:
+            path = self.root / suite / study / "summary.csv"
+            if not path.is_file():
+                raise ResultsPagesError(f"no committed summary {path}")
+            self._summaries[key] = pd.read_csv(path).set_index(["run", "metric"])
+        return self._summaries[key]
+
+    def studies(self, suite: str, patterns: list[str]) -> list[str]:
+        """The suite's studies with a ``claims.csv`` whose name matches one of ``patterns``; raises
+        :class:`ResultsPagesError` when none does."""
+        names = sorted(p.parent.name for p in (self.root / suite).glob("*/claims.csv"))
+        chosen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+        if not chosen:
+            raise ResultsPagesError(f"no study of suite {suite!r} with claims matches {patterns}")
+        return chosen
+
+    def claims(self, suite: str, patterns: list[str]) -> pd.DataFrame:
+        """The claims of the matching studies (:meth:`studies`), one frame with a ``study`` column."""
+        frames = [
+            pd.read_csv(self.root / suite / s / "claims.csv").assign(study=s)
+            for s in self.studies(suite, patterns)
+        ]
+        return pd.concat(frames, ignore_index=True)
+
+
+def format_value(mean: float, std: float, fmt: str) -> str:
+    """``mean ± std`` (or ``mean`` alone when ``fmt`` ends in ``m`` or ``std`` is NaN) in ``fmt``.
+
+    Args:
+        mean, std: the values, in the metric's units (an accuracy as a fraction).
+        fmt: ``pctN`` (times 100, N decimals) or ``decN`` (N decimals), optionally with a trailing ``m``.
+
+    Raises:
+        ResultsPagesError: an unknown format.
+    """
+    match = FORMAT.match(fmt)
+    if not match:
+        raise ResultsPagesError(f"unknown format {fmt!r} (pctN, decN, with an optional trailing m)")
+    if pd.isna(mean):
+        return MISSING
+    scale = 100.0 if match["kind"] == "pct" else 1.0
+    digits = int(match["digits"])
+    text = f"{scale * mean:.{digits}f}"
+    if match["mean"] or pd.isna(std):
+        return text
+    return f"{text} ± {scale * std:.{digits}f}"
+
+
+def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
+    """The text of one ``{ref}`` (the grammar is the module's docstring).
+
+    Args:
+        ref: the reference, without braces.
+        data: the committed tables.
+        suite, study, stat, fmt: the row's (or table's) defaults for what the ref does not say.
+
+    Raises:
+        ResultsPagesError: a malformed ref, an unknown statistic, or a run/metric not in the summary.
+    """
+    kind, _, rest = ref.partition(":")
+    if kind in CLAIM_REFS and rest:
+        patterns = [p.strip() for p in rest.split(",")]
+        if kind == "studies":
+            return str(len(data.studies(suite, patterns)))
+        claims = data.claims(suite, patterns)
+        holds = int((claims["holds"] == "yes").sum())
+        return {
+            "claims": f"{holds} of {len(claims)}",
+            "notholding": str(len(claims) - holds),
+            "checked": str(len(claims)),
+        }[kind]
+    match = REF.match(ref)
+    if not match:
+        raise ResultsPagesError(f"malformed ref {{{ref}}}: [study/]run.metric[@stat][:format]")
+    study = match["study"] or study
+    if study is None:
+        raise ResultsPagesError(f"ref {{{ref}}} names no study and its row or table has none")
+    stat = match["stat"] or stat
+    if stat not in STATS:
+        raise ResultsPagesError(f"ref {{{ref}}}: unknown statistic {stat!r}; allowed: {', '.join(STATS)}")
+    summary = data.summary(suite, study)
+    key = (match["run"], match["metric"])
+    if key not in summary.index:
+        raise ResultsPagesError(f"ref {{{ref}}}: no run {key[0]!r} with metric {key[1]!r} in {suite}/{study}")
+    row = summary.loc[key]
+    if stat == "paper":
+        return format_value(row["paper"], float("nan"), match["format"] or fmt)
+    return format_value(row[f"{stat}_mean"], row[f"{stat}_std"], match["format"] or fmt)
+
+
+def render_cell(template: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
+    """A cell spec's text: each ``{ref}`` replaced (:func:`resolve`); a spec without braces is one ref."""
+    if "{" not in template:
+        template = "{" + template + "}"
+    return PLACEHOLDER.sub(lambda m: resolve(m[1].strip(), data, suite, study, stat, fmt), template)
+
+
+def split_row(line: str) -> list[str]:
+    """A Markdown table row's cells, stripped (``\\|`` inside a cell is not a separator)."""
+    inner = line.strip()
+    if not (inner.startswith("|") and inner.endswith("|")):
+        raise ResultsPagesError(f"not a table row: {line!r}")
+    return [c.strip() for c in CELL_SPLIT.split(inner[1:-1])]
+
+
+def render_table(lines: list[str], name: str, spec: dict, data: Data) -> list[str]:
+    """The marked table ``lines`` (header, rule, rows) with the cells ``spec`` declares rendered.
+
+    Args:
+        lines: the table's lines as on the page.
+        name: the table's name (for messages).
+        spec: the table's entry of ``tables.yaml``: ``suite``, ``study``, ``stat``, ``format`` (defaults)
+            and ``rows``: row label -> list of cell specs for the columns after the label, or a mapping
+            with ``cells`` and any of the defaults.
+        data: the committed tables.
+
+    Raises:
+        ResultsPagesError: a declared row not in the table, a repeated label, a row with the wrong
+            number of cells, or any error of :func:`resolve`.
+    """
+    rows = [split_row(line) for line in lines]
+    if len(rows) < 2:
+        raise ResultsPagesError(f"table {name}: no header and rule between its markers")
+    width = len(rows[0])
+    out = list(lines)
+    for label, row_spec in (spec.get("rows") or {}).items():
+        # a row is named by its first cell, or by its first k cells joined by " | " (a repeated study)
+        k = label.count(" | ") + 1
+        labels = [" | ".join(r[:k]) for r in rows[2:]]
+        if labels.count(label) != 1:
+            found = "no" if label not in labels else "more than one"
+            raise ResultsPagesError(f"table {name}: {found} row labelled {label!r}")
+        i = labels.index(label) + 2
+        if isinstance(row_spec, list):
+            row_spec = {"cells": row_spec}
+        cells = row_spec["cells"]
+        if len(cells) != width - k or len(rows[i]) != width:
+            raise ResultsPagesError(
+                f"table {name}, row {label!r}: {len(cells)} cell specs and {len(rows[i]) - k} cells "
+                f"for {width - k} columns after the label"
+            )
+        ctx = {
+            "suite": row_spec.get("suite") or spec.get("suite") or "default",
+            "study": row_spec.get("study") or spec.get("study"),
+            "stat": row_spec.get("stat") or spec.get("stat") or "best",
+            "fmt": row_spec.get("format") or spec.get("format") or "pct2",
+        }
+        try:
+            new = rows[i][:k] + [
+                old if cell is None else render_cell(str(cell), data, **ctx)
+                for old, cell in zip(rows[i][k:], cells, strict=True)
+            ]
+        except ResultsPagesError as e:
+            raise ResultsPagesError(f"table {name}, row {label!r}: {e}") from None
+        out[i] = "|" + "|".join(f" {c} " if c else " " for c in new) + "|"
+    return out
+
+
+def render_page(text: str, page: str, specs: dict[str, dict], data: Data) -> str:
+    """``text`` with each marked table whose name ``specs`` has rendered (:func:`render_table`).
+
+    Raises:
+        ResultsPagesError: a marker without its end or table, a marked table with no spec, or a spec of
+            this page with no marked table (each message names ``page`` and the table).
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(lines):
+        out.append(lines[i])
+        match = MARKER.match(lines[i].strip())
+        i += 1
+        if not match:
+            continue
+        name = match["name"]
+        end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
+        if end is None:
+            raise ResultsPagesError(f"{page}: table {name} has no closing {END}")
+        if name not in specs:
+            raise ResultsPagesError(f"{page}: table {name} is marked but not declared in {SPEC}")
+        try:
+            out += render_table(lines[i:end], name, specs[name], data)
+        except ResultsPagesError as e:
+            raise ResultsPagesError(f"{page}: {e}") from None
+        seen.add(name)
+        i = end
+    missing = sorted(set(specs) - seen)
+    if missing:
+        raise ResultsPagesError(f"{page}: declared table(s) {', '.join(missing)} not marked on the page")
+    return "\n".join(out)
+
+
+def load_specs(path: Path) -> dict[str, dict[str, dict]]:
+    """``tables.yaml`` grouped by page: page (repository path) -> table name -> spec.
+
+    Raises:
+        ResultsPagesError: a table without ``page``.
+    """
+    tables = yaml.safe_load(path.read_text()) or {}
+    pages: dict[str, dict[str, dict]] = {}
+    for name, spec in tables.items():
+        if "page" not in spec:
+            raise ResultsPagesError(f"{path}: table {name} names no page")
+        pages.setdefault(spec["page"], {})[name] = spec
+    return pages
+
+
+def generate(root: Path = Path("."), check: bool = False) -> list[str]:
+    """Render every declared table into its page, or with ``check`` compare only.
+
+    Args:
+        root: the repository root (pages, ``docs/results/tables.yaml`` and the data under it).
+        check: write nothing; report the tables whose page differs from what the data render.
+
+    Returns:
+        One line per table that differs (``page: table name: row label: 'page' != 'data'``); with
+        ``check`` False, the pages rewritten.
+
+    Raises:
+        ResultsPagesError: as :func:`render_page`.
+    """
+    data = Data(root / DATA)
+    problems: list[str] = []
+    for page, specs in load_specs(root / SPEC).items():
+        path = root / page
+        text = path.read_text()
+        new = render_page(text, page, specs, data)
+        if new == text:
+            continue
+        if not check:
+            path.write_text(new)
+            problems.append(f"{page}: rewritten")
+            continue
+        problems += _differences(page, text, new)
+    return problems
+
+
+def _differences(page: str, old: str, new: str) -> list[str]:
+    table = ""
+    out = []
+    for a, b in zip(old.split("\n"), new.split("\n"), strict=True):
+        if match := MARKER.match(a.strip()):
+            table = match["name"]
+        if a != b:
+            cells = [(x, y) for x, y in zip(split_row(a), split_row(b), strict=True) if x != y]
+            diffs = "; ".join(f"page {x!r}, data {y!r}" for x, y in cells)
+            out.append(f"{page}: table {table}, row {split_row(a)[0]!r}: {diffs}")
+    return out
+
+
+def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: str = "") -> list[str]:
+    """Copy a suite run's tables into the committed data: every study's ``claims.csv``, and the
+    ``summary.csv`` of each study a table of ``suite`` reads; write the suite's ``source.yaml``.
+
+    Args:
+        tables: a run's ``results/tables`` (one folder per study).
+        root: the repository root.
+        suite: the data's suite name.
+        run: what the run was (config, date, machine), written into ``source.yaml``.
+
+    Returns:
+        The studies copied.
+
+    Raises:
+        ResultsPagesError: ``tables`` holds no study, or lacks a summary a table needs.
+    """
+    studies = sorted(p.parent.name for p in Path(tables).glob("*/summary.csv"))
+    if not studies:
+        raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
+    needed = _studies_read(load_specs(root / SPEC), suite)
+    absent = sorted(needed - set(studies))
+    if absent:
+        raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
+    target = root / DATA / suite
+    if target.exists():
+        shutil.rmtree(target)
+    for study in studies:
+        (target / study).mkdir(parents=True)
+        for name in ["claims.csv"] + (["summary.csv"] if study in needed else []):
+            if (Path(tables) / study / name).is_file():
+                shutil.copyfile(Path(tables) / study / name, target / study / name)
+    source = {
+        "suite": suite,
+        "run": run or "not stated (--run)",
+        "from": str(tables),
+        "copied": datetime.date.today().isoformat(),
+        "note": "written by python -m hetfl.results_pages --from; the files are the run's own, byte for byte",
+    }
+    (target / "source.yaml").write_text(yaml.safe_dump(source, sort_keys=False, allow_unicode=True))
+    return studies
+
+
+def _studies_read(pages: dict[str, dict[str, dict]], suite: str) -> set[str]:
+    """The studies whose summary the tables of ``suite`` read (table, row or ref study)."""
+    out = set()
+    for specs in pages.values():
+        for spec in specs.values():
+            for row in (spec.get("rows") or {}).values():
+                row = {"cells": row} if isinstance(row, list) else row
+                if (row.get("suite") or spec.get("suite") or "default") != suite:
+                    continue
+                default = row.get("study") or spec.get("study")
+                for cell in row["cells"]:
+                    if cell is None:
+                        continue
+                    refs = PLACEHOLDER.findall(str(cell)) if "{" in str(cell) else [str(cell)]
+                    for ref in refs:
+                        match = REF.match(ref.strip())
+                        if match and ref.partition(":")[0] not in CLAIM_REFS:
+                            out.add(match["study"] or default)
+    return out - {None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m hetfl.results_pages", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--root", default=".", help="the repository root (default: the current folder)")
+    parser.add_argument(
+        "--from", dest="tables", help="first copy this suite run's tables (results/tables) into the data"
+    )
+    parser.add_argument("--suite", default="default", help="the data's suite that --from refreshes")
+    parser.add_argument("--run", default="", help="with --from: what the run was, for source.yaml")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a page differs")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    try:
+        if args.tables:
+            studies = refresh(Path(args.tables), root, args.suite, args.run)
+            print(f"copied {len(studies)} studies' tables into {root / DATA / args.suite}")
+        lines = generate(root, check=args.check)
+    except ResultsPagesError as e:
+        raise SystemExit(f"error: {e}") from None
+    for line in lines:
+        print(line)
+    if args.check and lines:
+        print(f"{len(lines)} row(s) differ from the data: python -m hetfl.results_pages rewrites them")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

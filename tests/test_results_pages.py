@@ -1,0 +1,139 @@
+"""The results pages' tables are their committed data's (``python -m hetfl.results_pages --check``).
+
+Every table marked ``<!-- table: name -->`` on ``docs/results/*.md`` and the READMEs renders, from
+``docs/results/data`` and ``docs/results/tables.yaml``, to what the page states; an altered number is
+caught and named; the data hold each suite's provenance.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hetfl import results_pages as rp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_pages_agree_with_their_data():
+    problems = rp.generate(ROOT, check=True)
+    assert not problems, "pages differ from docs/results/data (python -m hetfl.results_pages):\n" + "\n".join(
+        problems
+    )
+
+
+def test_every_declared_table_is_marked_and_every_marked_table_declared():
+    pages = rp.load_specs(ROOT / rp.SPEC)
+    marked = {}
+    for page in [ROOT / "README.md", ROOT / "docs/README.md", *sorted((ROOT / "docs/results").glob("*.md"))]:
+        for line in page.read_text().split("\n"):
+            if m := rp.MARKER.match(line.strip()):
+                marked[m["name"]] = str(page.relative_to(ROOT))
+    declared = {name: page for page, specs in pages.items() for name in specs}
+    assert marked == declared
+
+
+def test_each_suite_says_where_its_numbers_come_from():
+    suites = [p for p in (ROOT / rp.DATA).iterdir() if p.is_dir()]
+    assert {p.name for p in suites} >= {"default", "paper_cpu"}
+    for suite in suites:
+        source = yaml.safe_load((suite / "source.yaml").read_text())
+        assert source["suite"] == suite.name and source.get("run", source.get("ran"))
+
+
+@pytest.fixture
+def repo_copy(tmp_path):
+    """The pages, the spec and the data in a scratch root."""
+    for rel in ["README.md", "docs/README.md", "docs/results"]:
+        src, dst = ROOT / rel, tmp_path / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dst)
+    return tmp_path
+
+
+def test_an_altered_number_on_a_page_is_caught_and_named(repo_copy):
+    page = repo_copy / "docs/results/pfedme.md"
+    text = page.read_text()
+    row = next(line for line in text.split("\n") if line.startswith("| `pfedme_synthetic` (Synthetic"))
+    number = row.split("|")[2].strip().split(" ± ")[0]
+    altered = f"{float(number) + 0.01:.2f}"
+    page.write_text(text.replace(row, row.replace(number, altered, 1)))
+    problems = rp.generate(repo_copy, check=True)
+    assert len(problems) == 1
+    assert "docs/results/pfedme.md: table pfedme_table1, row '`pfedme_synthetic`" in problems[0]
+    assert f"page '{altered} ±" in problems[0] and f"data '{number} ±" in problems[0]
+    rp.generate(repo_copy)  # writing restores the data's number
+    assert page.read_text() == text
+
+
+def test_an_altered_number_in_the_data_is_caught(repo_copy):
+    """A new claims table (one claim more that does not hold) changes every count that reads it."""
+    path = repo_copy / rp.DATA / "default/pfedme_mnist/claims.csv"
+    lines = path.read_text().split("\n")
+    i = next(i for i, line in enumerate(lines) if ",yes," in line)
+    lines[i] = lines[i].replace(",yes,", ",no,", 1)
+    path.write_text("\n".join(lines))
+    pages = {p.split(":")[0] for p in rp.generate(repo_copy, check=True)}
+    assert pages == {"README.md", "docs/README.md", "docs/results/claims.md"}
+
+
+def test_the_command_exits_nonzero_naming_the_table(repo_copy, capsys):
+    page = repo_copy / "docs/results/baselines.md"
+    page.write_text(page.read_text().replace("| FedRep | | 95.44 ± 0.28 |", "| FedRep | | 95.45 ± 0.28 |"))
+    with pytest.raises(SystemExit) as exit_:
+        rp.main(["--root", str(repo_copy), "--check"])
+    assert exit_.value.code == 1
+    assert "docs/results/baselines.md: table baselines_final, row 'FedRep'" in capsys.readouterr().out
+
+
+def test_bad_specs_raise_naming_page_and_table(repo_copy):
+    spec = repo_copy / rp.SPEC
+    tables = yaml.safe_load(spec.read_text())
+    tables["ffgg_table2"]["rows"]["`ffgg_mnist_rotated` (4 rotations)"]["cells"][0] = "fedavg.no_such_metric"
+    spec.write_text(yaml.safe_dump(tables, allow_unicode=True))
+    with pytest.raises(rp.ResultsPagesError, match="docs/results/ffgg.md: table ffgg_table2.*no_such_metric"):
+        rp.generate(repo_copy, check=True)
+    tables["ffgg_table2"]["rows"] = {"no such row": [None] * 8}
+    spec.write_text(yaml.safe_dump(tables, allow_unicode=True))
+    with pytest.raises(rp.ResultsPagesError, match="ffgg_table2: no row labelled 'no such row'"):
+        rp.generate(repo_copy, check=True)
+
+
+def test_refresh_copies_a_runs_tables(tmp_path, repo_copy):
+    """``--from`` copies the summaries the tables read and every claims table, byte for byte."""
+    run = tmp_path / "run_tables"
+    default = repo_copy / rp.DATA / "default"
+    for study_dir in default.iterdir():
+        if study_dir.is_dir():
+            shutil.copytree(study_dir, run / study_dir.name)
+            if not (run / study_dir.name / "summary.csv").exists():
+                (run / study_dir.name / "summary.csv").write_text("study,run\n")
+    before = {p.relative_to(default): p.read_bytes() for p in default.rglob("*.csv")}
+    shutil.rmtree(default)
+    rp.refresh(run, repo_copy, "default", run="a test")
+    after = {p.relative_to(default): p.read_bytes() for p in default.rglob("*.csv")}
+    assert after == before
+    assert not rp.generate(repo_copy, check=True)
+
+
+@pytest.mark.parametrize(
+    ("mean", "std", "fmt", "text"),
+    [
+        (0.943417, 0.001522, "pct2", "94.34 ± 0.15"),
+        (0.904700, 0.014, "pct1", "90.5 ± 1.4"),
+        (0.9562, float("nan"), "pct2", "95.62"),
+        (0.8297, 0.1355, "pct1m", "83.0"),
+        (0.2412, 0.0031, "dec3", "0.241 ± 0.003"),
+        (float("nan"), 0.1, "pct2", "—"),
+    ],
+)
+def test_format_value(mean, std, fmt, text):
+    assert rp.format_value(mean, std, fmt) == text
+
+
+def test_unknown_format_raises():
+    with pytest.raises(rp.ResultsPagesError, match="unknown format"):
+        rp.format_value(0.5, 0.1, "percent")
