@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from hetfl.engine.evaluate import Evaluator
+from hetfl.engine.params import average, broadcast, param_rows
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.rng import generator, stream_seed
 from hetfl.engine.sampler import BatchSampler, cycling_sampler
@@ -317,3 +318,27 @@ def test_federation_gathers_every_client_at_once_as_client_by_client(regression)
         ClientSplit.concatenated(x[:10], labels[:10], [5, 6], torch.device("cpu"), torch.float32)
     with pytest.raises(ValueError, match="client 1 has no samples"):
         ClientSplit.concatenated(x[:10], labels[:10], [10, 0], torch.device("cpu"), torch.float32)
+
+
+def test_the_engine_entry_points_check_the_row_conventions_of_params():
+    """One Params, one row count: a model call, the server's average and an evaluation refuse parameters whose
+    tensors disagree on their rows, or rows that are neither a server row nor one per client, naming the
+    entry point and the parameter."""
+    fed = tiny_federation("dnn")
+    w = fed.model.init(torch.Generator().manual_seed(0), fed.dtype)  # a server row [1, ...]
+    stack = broadcast(w, fed.num_clients)
+    assert param_rows(w, "t") == 1 and param_rows(stack, "t", fed.num_clients) == fed.num_clients
+    ragged = {**stack, next(iter(w)): next(iter(w.values()))}  # one tensor of 1 row among N-row ones
+    batch = fed.batch(BatchSampler(fed.train.sizes, 4, torch.Generator().manual_seed(0)), fed.all_clients())
+    with pytest.raises(ValueError, match=r"model\.loss_grads: parameter .* has 4 rows, .* 1: one Params"):
+        fed.model.loss_grads(ragged, batch.x, batch.y, batch.mask)
+    three = {k: v[:3] for k, v in stack.items()}
+    with pytest.raises(ValueError, match=r"model\.forward: parameters of 3 rows for 4 clients"):
+        fed.model.forward(three, batch.x)
+    with pytest.raises(ValueError, match="average: parameter"):
+        average(ragged)
+    with pytest.raises(ValueError, match="average: 2 weights for 4 rows"):
+        average(stack, torch.ones(2, dtype=torch.float64) / 2)
+    with pytest.raises(ValueError, match="Evaluator.scores: no parameters"):
+        Evaluator(fed).scores({}, "test")
+    fed.model.forward(w, batch.x)  # a server row serves every client

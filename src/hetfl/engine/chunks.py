@@ -16,11 +16,7 @@ from typing import Any
 
 from torch import Tensor
 
-from hetfl.engine.params import Params
-
-
-def _rows_of(tensors) -> int:
-    return next(iter(tensors.values())).shape[0]
+from hetfl.engine.params import Params, param_rows
 
 
 def _rows(tensors: dict[str, Tensor], s: slice) -> dict[str, Tensor]:
@@ -110,9 +106,16 @@ class ChunkedModel:
 
     def _call(self, name: str, per_row: int, params: Params, *args, **kwargs):
         """``inner.<name>(params, *args)`` in row chunks of ``params`` and its first ``per_row`` arguments
-        (``[C, ...]`` or None), the others passed unchanged to every chunk."""
+        (``[C, ...]`` or None), the others passed unchanged to every chunk.
+
+        Raises:
+            ValueError: ``params`` not one ``Params`` of a server row or one row per row of the data
+                (``hetfl.engine.params.param_rows``).
+        """
         method = getattr(self.inner, name)
-        rows = _rows_of(params)
+        data = args[0]  # [C, ...], or one row that serves every client
+        clients = data.shape[0] if data is not None and data.shape[0] > 1 else None
+        rows = param_rows(params, f"model.{name}", clients)
         chunks = row_chunks(self, rows)
         if chunks is None:
             return method(params, *args, **kwargs)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from hetfl.engine.federation import ClientSplit, Federation
-from hetfl.engine.params import Params, shared_rows
+from hetfl.engine.params import Params, param_rows, shared_rows
 from hetfl.models.base import sample_losses
 
 
@@ -180,7 +180,7 @@ class Evaluator:
             raise ValueError(f"unknown split '{split}'; allowed: {', '.join(sorted(self.fed.splits))}")
         data: ClientSplit = getattr(self.fed, split)
         params = {k: v.to(data.x.device) for k, v in params.items()}  # the same tensors on their device
-        lead = next(iter(params.values())).shape[0]
+        lead = param_rows(params, "Evaluator.scores")
         n = data.num_clients
         classify = self.fed.model.task == "classification"
         if out is None:
@@ -228,7 +228,7 @@ class Evaluator:
         if len(ids.unique()) != len(ids):
             raise ValueError(f"client_scores: repeated clients in {ids.tolist()}")
         params = {k: v.to(data.x.device) for k, v in params.items()}
-        lead = next(iter(params.values())).shape[0]
+        lead = param_rows(params, "Evaluator.client_scores")
         classify = self.fed.model.task == "classification"
         out = SplitScores(
             *(torch.zeros(data.num_clients, dtype=torch.float64) for _ in range(3)), has_acc=classify

@@ -10,7 +10,9 @@ row conventions:
   ``views``, :func:`shared_rows`): read-only, every client reads the same values.
 
 Every tensor of one ``Params`` has the same number of rows; a batched model's call (``BatchedModel.forward``,
-``loss_grads``) takes a client stack, or a server row for every client.
+``loss_grads``) takes a client stack, or a server row for every client. The engine's entry points check it
+(:func:`param_rows`: the federation's model calls, ``hetfl.engine.chunks.ChunkedModel``; the server's average,
+:func:`average`; the evaluation, ``hetfl.engine.evaluate.Evaluator``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,34 @@ from torch import Tensor
 
 Params = dict[str, Tensor]
 """Name -> ``Tensor[rows, *shape]``: a server row, a client stack or shared rows (module docstring)."""
+
+
+def param_rows(params: Params, where: str, rows: int | None = None) -> int:
+    """The number of rows of ``params``, checked against the row conventions (module docstring) at the engine
+    entry point ``where``: a non-empty dict of tensors of at least one dimension, all with the same number of
+    rows; with ``rows``, a server row (1) or ``rows`` rows (a client stack or shared rows).
+
+    Raises:
+        ValueError: naming ``where``, the parameter and its rows.
+    """
+    if not params:
+        raise ValueError(f"{where}: no parameters")
+    counts = {}
+    for k, v in params.items():
+        if not isinstance(v, Tensor) or v.dim() == 0:
+            raise ValueError(f"{where}: parameter {k!r} must be a tensor [rows, ...], got {type(v).__name__}")
+        counts[k] = v.shape[0]
+    first, n = next(iter(counts.items()))
+    for k, c in counts.items():
+        if c != n:
+            raise ValueError(
+                f"{where}: parameter {k!r} has {c} rows, {first!r} {n}: one Params, one row count"
+            )
+    if rows is not None and n not in (1, rows):
+        raise ValueError(
+            f"{where}: parameters of {n} rows for {rows} clients: a server row [1, ...] or one row per client"
+        )
+    return n
 
 
 def broadcast(params: Params, clients: int, views: Iterable[str] = ()) -> Params:
@@ -60,7 +90,13 @@ def average(params: Params, weights: Tensor | None = None) -> Params:
     Args:
         params: ``[S, ...]``.
         weights: ``Tensor[S]`` summing to 1; ``None`` for the uniform mean 1/S.
+
+    Raises:
+        ValueError: ``params`` not one ``Params`` (:func:`param_rows`) or not one weight per row.
     """
+    rows = param_rows(params, "average")
+    if weights is not None and len(weights) != rows:
+        raise ValueError(f"average: {len(weights)} weights for {rows} rows of parameters")
     if weights is None:
         return {k: v.mean(0, keepdim=True) for k, v in params.items()}
     return {k: weighted_sum(weights.to(device=v.device, dtype=v.dtype), v) for k, v in params.items()}
