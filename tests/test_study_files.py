@@ -10,7 +10,7 @@ import yaml
 from hetfl.config import build_suite, expand_study_files, load_config
 from hetfl.errors import ConfigError
 from tests.quadratic_helpers import TINY
-from tests.workflow_repo import REPO
+from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
 STUDY = {
     "problem": {"name": "ffgg_quadratic", **TINY},
@@ -117,3 +117,21 @@ def test_the_schema_takes_study_files():
     validate(config, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
     with pytest.raises(Exception, match="study_files"):
         validate({**config, "study_files": [1]}, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+
+
+def test_the_workflow_loads_the_study_files_and_merges_a_later_configfile_over_them(tmp_path):
+    repo = copy_repo(tmp_path / "repo", {"study_files": ["config/studies/a.yaml"]})
+    (repo / "config/studies").mkdir()
+    write(repo / "config/studies/a.yaml", {"studies": {"s": STUDY}})
+    trains = {(w["study"], w["run"]) for rule, w in planned(repo) if rule == "train"}
+    assert trains == {("s", "ffgg")}
+    write(repo / "mine.yaml", {"studies": {"s": {"runs": {"gd": {"algorithm": "local_gd"}}}}})
+    trains = {
+        (w["study"], w["run"])
+        for rule, w in planned(repo, "--configfile", "config/config.yaml", "mine.yaml")
+        if rule == "train"
+    }
+    assert trains == {("s", "ffgg"), ("s", "gd")}  # a dry run plans every job: nothing has run
+    write(repo / "config/studies/a.yaml", {"studies": {"s": STUDY}, "select": ["s"]})
+    proc = snakemake(repo, "-n", check=False)
+    assert proc.returncode != 0 and "study_files[0]" in proc.stdout + proc.stderr
