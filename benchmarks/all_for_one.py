@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
@@ -107,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     device = pick_device(args.device)
     torch.set_num_threads(1)
-    suite = build_suite(yaml.safe_load(Path(args.config).read_text()))
+    suite = build_suite(load_config([args.config], root=ROOT))
     # (batched rounds, reference rounds): enough iterations for a few weight recomputations
     plan = {"collab_synth_d2": (100, 20), "collab_synth_d10": (100, 20), "collab_mnist": (5, 1)}
     rows = []

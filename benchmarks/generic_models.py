@@ -29,11 +29,10 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 from threadpoolctl import threadpool_limits
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.federation import Federation
@@ -73,7 +72,7 @@ round 2 on this z-scored data, both implementations), 0.02 keeps them finite."""
 def study_with(model: dict, runs: list[str], overrides: dict | None = None):
     """The study ``STUDY`` of the default suite with ``model``, only ``runs``, and run ``overrides``
     (label -> hyper-parameters)."""
-    suite = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    suite = load_config([ROOT / "config" / "config.yaml"], root=ROOT)
     study = copy.deepcopy(suite["studies"][STUDY])
     overrides = overrides or {}
     study["model"] = model

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from hetfl import bench
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 
-CONFIG = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())
+CONFIG = load_config([Path(__file__).parents[1] / "config" / "config.yaml"], root=Path(__file__).parents[1])
 
 
 def test_the_official_settings_are_applied_to_every_timed_run_and_validate():

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
 
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.data import dataset_info, load_dataset, make_partition
 from hetfl.errors import ConfigError
 from hetfl.plotting import draw, heatmap_matrices, normalize_figures
@@ -167,7 +166,7 @@ def test_the_shipped_study_files_resolve():
         ("config", {"collab_fig1", "collab_synth_d2", "collab_synth_d10", "collab_mnist", "collab_heart"}),
         ("paper", {"collab_mnist_paper", "collab_cifar10_paper"}),
     ):
-        suite = build_suite(yaml.safe_load((ROOT / f"config/{name}.yaml").read_text()))
+        suite = build_suite(load_config([ROOT / f"config/{name}.yaml"], root=ROOT))
         assert set(suite.studies) >= studies
         assert all(suite.studies[s].seeds == [127, 496, 1729] for s in studies)
 
@@ -175,7 +174,7 @@ def test_the_shipped_study_files_resolve():
 def test_the_heart_study_runs_on_the_real_data_with_table_s1():
     """Figure 3(c), Table 2: FLamby's Heart Disease with its own split, Table S1's setting (b = 1, lr 0.05,
     StepLR(5, 0.1), b_alpha = 16, weights once an epoch of I = floor(486 / 4) iterations), 25 epochs."""
-    study = build_suite(yaml.safe_load((ROOT / "config/config.yaml").read_text())).studies["collab_heart"]
+    study = build_suite(load_config([ROOT / "config/config.yaml"], root=ROOT)).studies["collab_heart"]
     assert study.dataset["name"] == "fed_heart_disease" and study.partition == {
         "scheme": "natural",
         "clients": 4,

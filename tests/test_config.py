@@ -242,9 +242,10 @@ def test_the_pfedme_studies_run_per_fedavg_in_the_form_their_beta_comes_from(pat
     module docstring); under the MAML form it would be the only step on the global model."""
     import pathlib
 
-    import yaml
+    from hetfl.config import load_config
 
-    suite = build_suite(yaml.safe_load((pathlib.Path(__file__).parents[1] / path).read_text()))
+    root = pathlib.Path(__file__).parents[1]
+    suite = build_suite(load_config([root / path], root=root))
     runs = [
         spec
         for name, study in suite.studies.items()
@@ -307,7 +308,7 @@ def test_the_benchmark_study_configs_validate_over_the_default_suite(path, tmp_p
 
     import yaml
 
-    from hetfl.plan import load_config
+    from hetfl.config import load_config
 
     root = pathlib.Path(__file__).resolve().parents[1]
     monkeypatch.chdir(tmp_path)  # the VGG-11 study reads results/digits32.npz, written by its script
@@ -316,7 +317,7 @@ def test_the_benchmark_study_configs_validate_over_the_default_suite(path, tmp_p
     digits32 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(digits32)
     digits32.main("results/digits32.npz")
-    config = load_config([root / "config/config.yaml", root / path])
+    config = load_config([root / "config/config.yaml", root / path], root=root)
     config["select"] = list(yaml.safe_load((root / path).read_text())["studies"])
     suite = build_suite(config)
     for name in config["select"]:

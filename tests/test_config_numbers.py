@@ -10,11 +10,10 @@ import math
 import typing
 
 import pytest
-import yaml
 
 from hetfl.algorithms import registry as algorithm_registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS
-from hetfl.config import RUN_SETTINGS, build_suite, resolve_run
+from hetfl.config import RUN_SETTINGS, build_suite, load_config, resolve_run
 from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
 from hetfl.data.partition import _common_options
 from hetfl.data.partitioners import SCHEME_MODULES
@@ -294,7 +293,7 @@ def test_an_inert_option_from_defaults_is_refused_there_unless_the_run_opts_out(
 
 def test_the_default_suites_set_no_inert_option():
     for path in ("config/config.yaml", "config/paper.yaml"):
-        build_suite(yaml.safe_load((REPO / path).read_text()))
+        build_suite(load_config([REPO / path], root=REPO))
 
 
 def test_a_bad_study_memory_budget_gets_the_allowed_values_not_the_schemas_words():

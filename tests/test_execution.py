@@ -194,14 +194,16 @@ def test_the_tf32_overlay_sets_every_gpu_study_of_the_paper_suite_and_nothing_el
     with ``device: cuda`` computes in TF32, and its runs' specs say so."""
     import yaml
 
-    from hetfl.plan import load_config
+    from hetfl.config import load_config
 
     root = Path(__file__).resolve().parents[1] / "config"
     paper = yaml.safe_load((root / "paper.yaml").read_text())["studies"]
     gpu = sorted(name for name, study in paper.items() if study.get("device") == "cuda")
     overlay = yaml.safe_load((root / "paper_tf32.yaml").read_text())["studies"]
     assert sorted(overlay) == gpu and all(v == {"precision": "tf32"} for v in overlay.values())
-    config = load_config([root / "config.yaml", root / "paper.yaml", root / "paper_tf32.yaml"])
+    config = load_config(
+        [root / "config.yaml", root / "paper.yaml", root / "paper_tf32.yaml"], root=root.parent
+    )
     config["select"] = gpu[:2] + ["minimax_paper_robust"]
     suite = build_suite(config)
     for name in config["select"]:

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from hetfl import bench
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.official_pfedme import export, official_arguments, time_rounds, workspace
 from hetfl.testing import tiny_federation
 
-CONFIG = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())
+CONFIG = load_config([Path(__file__).parents[1] / "config" / "config.yaml"], root=Path(__file__).parents[1])
 EVAL_S, TRAIN_S = 0.03, 0.01  # the stand-in's evaluation and training sleeps, per round
 
 SERVERBASE = f"""

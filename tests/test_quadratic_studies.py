@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.errors import ConfigError
 from hetfl.train import RunOutputs, train
 from tests.quadratic_helpers import TINY
@@ -22,7 +21,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "config"
 
 def _quadratic(path: Path) -> dict:
     """The studies of a config file that run on the FFGG quadratic problem."""
-    studies = yaml.safe_load(path.read_text())["studies"]
+    studies = load_config([path], root=path.parents[1])["studies"]
     return {k: v for k, v in studies.items() if v.get("problem", {}).get("name") == "ffgg_quadratic"}
 
 

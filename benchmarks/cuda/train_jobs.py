@@ -48,9 +48,8 @@ def main(argv=None) -> None:
         return
     if not args.configfile or not args.select:
         parser.error("--configfile and --select are required")
-    from hetfl.config import build_suite
+    from hetfl.config import build_suite, load_config
     from hetfl.data import load_dataset, make_partition
-    from hetfl.plan import load_config
     from hetfl.records import RunRecord
 
     config = load_config(args.configfile)

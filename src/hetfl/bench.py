@@ -34,10 +34,9 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 from threadpoolctl import threadpool_limits
 
-from hetfl.config import build_suite
+from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.federation import Federation
@@ -321,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.official_code is not None and not args.official:
         parser.error("--official-code needs --official")
     torch.set_num_threads(args.threads)
-    config = yaml.safe_load(Path(args.configfile).read_text())
+    config = load_config([args.configfile])
     device = pick_device(args.device)
     if args.official:
         with threadpool_limits(limits=args.threads):

@@ -27,8 +27,12 @@ import itertools
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from hetfl.algorithms import algorithm_module, get_algorithm
 from hetfl.claims import claim_terms, normalize_claims
@@ -184,7 +188,7 @@ class Study:
         return canonical_json(self.spec(label).as_dict(self))
 
 
-TOP_LEVEL_KEYS = ("select", "studies", "checkpoint", "train_jobs")
+TOP_LEVEL_KEYS = ("select", "studies", "study_files", "checkpoint", "train_jobs")
 # ``train_jobs``: ``run``: one training job per run trains its seeds one after another (one process start,
 # about 2 s of Python and torch imports, instead of one per seed: the laptop default); ``seed``: one job per
 # seed (a cluster: the seeds run in parallel, each job is shorter). The files written are the same.
@@ -783,6 +787,87 @@ def _check_init_from(runs: dict[str, RunSpec], key: str) -> None:
             source = runs[source].settings["init_from"]
 
 
+def merge_config(base: dict, override: dict) -> dict:
+    """``override`` merged over ``base`` key by key (nested mappings merged, other values replaced),
+    as Snakemake merges ``--configfile`` files over the workflow's ``configfile``."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = (
+            merge_config(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
+    return out
+
+
+def expand_study_files(config: dict, root: str | os.PathLike = ".") -> dict:
+    """``config`` with the studies of the files its ``study_files`` lists, in order, under its own ``studies``:
+    a study of ``studies`` is merged over the file's study of that name key by key (as ``--configfile``
+    merges files; so ``--configfile config/config.yaml my.yaml`` overrides a default study), or added.
+
+    ``study_files`` are YAML files holding ``studies:`` only, at paths relative to ``root`` (the directory the
+    workflow runs in: the repository's root). A config without ``study_files`` is returned as it is. The
+    workflow calls this on its merged config before validating it; :func:`load_config` on the files it reads.
+
+    Raises:
+        ConfigError: ``study_files`` is not a list of paths; a file is missing, not YAML, or holds anything but
+            a mapping ``studies``; a study is defined in two files.
+    """
+    files = config.get("study_files")
+    if files is None:
+        return config
+    if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+        raise ConfigError("study_files", f"expected a list of YAML file paths, got {files!r}")
+    studies: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for i, name in enumerate(files):
+        key, path = f"study_files[{i}]", Path(root) / name
+        if name in files[:i]:
+            raise ConfigError(key, f"{name} is listed twice")
+        if not path.is_file():
+            raise ConfigError(
+                key, f"no such study file: {name} (paths are relative to {Path(root).resolve()})"
+            )
+        try:
+            content = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise ConfigError(key, f"{name} is not valid YAML: {err}") from None
+        if (
+            not isinstance(content, dict)
+            or set(content) != {"studies"}
+            or not isinstance(content["studies"], dict)
+        ):
+            raise ConfigError(
+                key, f"{name} must hold one mapping, 'studies' (name -> study), and nothing else"
+            )
+        for study, spec in content["studies"].items():
+            if study in origin:
+                raise ConfigError(
+                    f"studies.{study}", f"defined in two study files: {origin[study]} and {name}"
+                )
+            origin[study] = name
+            studies[study] = spec
+    inline = config.get("studies") or {}
+    if not isinstance(inline, dict):
+        raise ConfigError("studies", f"expected a mapping, got {type(inline).__name__}")
+    return {**config, "studies": merge_config(studies, inline)}
+
+
+def load_config(paths: Iterable[str | os.PathLike], root: str | os.PathLike = ".") -> dict:
+    """The config of YAML files as the workflow reads them: merged key by key, later ones over earlier ones
+    (as ``--configfile`` merges them), then their ``study_files`` loaded (:func:`expand_study_files`, paths
+    relative to ``root``). ``load_config(["config/config.yaml"])`` is the default suite.
+
+    Raises:
+        yaml.YAMLError: a file is not valid YAML.
+        ConfigError: as :func:`expand_study_files`.
+    """
+    config: dict = {}
+    for path in paths:
+        config = merge_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    return expand_study_files(config, root)
+
+
 def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> Suite:
     """Resolve every study of ``config`` and the selection.
 
@@ -795,6 +880,10 @@ def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> S
     Raises:
         ConfigError: naming the offending key.
     """
+    if config.get("study_files") and not config.get("studies"):
+        raise ConfigError(
+            "studies", "none declared, and the config's study_files are not loaded (load_config)"
+        )
     studies_cfg = _require_mapping(config.get("studies"), "studies")
     if not studies_cfg:
         raise ConfigError("studies", "the config declares no study")

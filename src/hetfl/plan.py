@@ -4,7 +4,8 @@
                          [--runs results/runs]
 
 Lists the training jobs the workflow would plan for the suite (as Snakemake reads it: the ``--configfile``
-files merged key by key, or ``config/config.yaml`` when none is given; its ``select``, or ``--select``;
+files merged key by key, or ``config/config.yaml`` when none is given, and their ``study_files`` loaded:
+``hetfl.config.load_config``; its ``select``, or ``--select``;
 a tuned run's grid points on their tuning seeds too) and estimates their
 cost from the default suite's measured jobs: each finished training job leaves Snakemake's
 ``benchmark:`` table ``results/benchmarks/train/<study>/<run>/seed=<s>.tsv`` (column ``s``: wall
@@ -82,7 +83,7 @@ import pandas as pd
 import yaml
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import FEDERATION, build_suite
+from hetfl.config import FEDERATION, build_suite, load_config, merge_config  # noqa: F401 (re-exported)
 from hetfl.data import dataset_info
 from hetfl.engine.execution import execution_path, forward_flops
 from hetfl.errors import ConfigError
@@ -445,27 +446,6 @@ class Fit:
 # ---- the suite's jobs and the table ------------------------------------------------------------
 
 
-def merge_config(base: dict, override: dict) -> dict:
-    """``override`` merged over ``base`` key by key (nested mappings merged, other values replaced),
-    as Snakemake merges ``--configfile`` files over the workflow's ``configfile``."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = (
-            merge_config(out[key], value)
-            if isinstance(value, dict) and isinstance(out.get(key), dict)
-            else value
-        )
-    return out
-
-
-def load_config(paths: Iterable[Path | str]) -> dict:
-    """The merged config of YAML files, later ones over earlier ones."""
-    config: dict = {}
-    for path in paths:
-        config = merge_config(config, yaml.safe_load(Path(path).read_text()) or {})
-    return config
-
-
 def estimate_on(
     device: str, fit: Fit, gpu_fit: Fit | None, algorithm: str, env: str, work: Work, key: str
 ) -> tuple[Estimate, str]:
@@ -763,6 +743,8 @@ def main(argv: list[str] | None = None) -> None:
         config = load_config(files)
     except yaml.YAMLError as err:
         raise SystemExit(f"config file is not valid YAML: {err}") from None
+    except ConfigError as err:  # its study_files
+        raise SystemExit(f"invalid configuration: {err}") from None
     if args.select:
         config["select"] = [name for name in args.select.split(",") if name]
     try:

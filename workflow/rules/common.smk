@@ -16,7 +16,13 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from hetfl.config import build_suite, data_fingerprint, partition_fingerprint, train_fingerprint
+from hetfl.config import (
+    build_suite,
+    data_fingerprint,
+    expand_study_files,
+    partition_fingerprint,
+    train_fingerprint,
+)
 from hetfl.data.registry import dataset_checksum, dataset_files
 from hetfl.errors import ConfigError
 from hetfl.fingerprint import stage_fingerprint
@@ -48,6 +54,11 @@ if _cli_budget != "auto" and not (_cli_budget.isdigit() and int(_cli_budget) >= 
         "(Snakemake rounds a resource to an integer; set a fraction of a MiB as the config's memory_budget)"
     )
 
+try:
+    # the studies of the files `study_files` lists (config/config.yaml: one per paper), under `studies`
+    config.update(expand_study_files(config))
+except ConfigError as err:
+    raise WorkflowError(f"invalid configuration: {err}") from None
 validate(config, schema="../schemas/config.schema.yaml")
 try:
     # data_checks: the verdicts on user files, by SHA-256

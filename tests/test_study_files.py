@@ -1,0 +1,137 @@
+"""The default suite's studies live in one file per paper (``config/studies/``), which ``config/config.yaml``
+lists as ``study_files``; ``hetfl.config.load_config`` / ``expand_study_files`` load them under the config's
+own ``studies`` (which win, key by key), for the workflow and every other reader of config files."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from hetfl.config import build_suite, expand_study_files, load_config
+from hetfl.errors import ConfigError
+from tests.quadratic_helpers import TINY
+from tests.workflow_repo import REPO, copy_repo, planned, snakemake
+
+STUDY = {
+    "problem": {"name": "ffgg_quadratic", **TINY},
+    "rounds": 2,
+    "seeds": [0],
+    "runs": {"ffgg": {"algorithm": "ffgg"}},
+}
+
+
+def write(path, data) -> str:
+    path.write_text(yaml.safe_dump(data))
+    return path.name
+
+
+def test_the_default_suite_is_the_union_of_its_per_paper_files_each_study_defined_once():
+    entry = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    files = entry["study_files"]
+    assert "studies" not in entry  # every default study lives in a per-paper file
+    assert sorted(files) == sorted(
+        f"config/studies/{p.name}" for p in (REPO / "config/studies").glob("*.yaml")
+    )
+    per_file = {f: yaml.safe_load((REPO / f).read_text())["studies"] for f in files}
+    names = [name for studies in per_file.values() for name in studies]
+    assert len(names) == len(set(names)), "a study is defined in two files"
+    loaded = load_config([REPO / "config/config.yaml"], root=REPO)
+    assert list(loaded["studies"]) == names
+    for studies in per_file.values():
+        assert all(loaded["studies"][name] == spec for name, spec in studies.items())
+    suite = build_suite(loaded)
+    assert sorted(suite.studies) == sorted(names) and sorted(suite.selected) == sorted(names)
+
+
+@pytest.mark.parametrize(
+    ("name", "prefixes"),
+    [
+        ("pfedme", ("pfedme_",)),
+        ("ffgg", ("ffgg_",)),
+        ("fedminimax", ("minimax_",)),
+        ("all_for_one", ("collab_",)),
+        ("baselines", ("baselines_",)),
+        ("qfedavg", ("qfedavg_",)),
+    ],
+)
+def test_each_paper_file_holds_that_papers_studies(name, prefixes):
+    studies = yaml.safe_load((REPO / f"config/studies/{name}.yaml").read_text())["studies"]
+    assert studies and all(study.startswith(prefixes) for study in studies)
+
+
+def test_a_later_config_file_overrides_a_listed_study_key_by_key_or_adds_one(tmp_path):
+    write(tmp_path / "a.yaml", {"studies": {"s": STUDY}})
+    write(tmp_path / "entry.yaml", {"study_files": ["a.yaml"], "select": ["s"]})
+    write(tmp_path / "mine.yaml", {"studies": {"s": {"rounds": 5}, "t": STUDY}})
+    config = load_config([tmp_path / "entry.yaml", tmp_path / "mine.yaml"], root=tmp_path)
+    assert config["studies"] == {"s": {**STUDY, "rounds": 5}, "t": STUDY}
+    assert build_suite(config).studies["s"].rounds == 5
+    alone = load_config([tmp_path / "mine.yaml"], root=tmp_path)  # no study_files: mine.yaml's studies only
+    assert alone["studies"] == {"s": {"rounds": 5}, "t": STUDY}
+
+
+def test_expanding_twice_changes_nothing_and_a_config_without_study_files_is_returned_as_is(tmp_path):
+    write(tmp_path / "a.yaml", {"studies": {"s": STUDY}})
+    config = expand_study_files({"study_files": ["a.yaml"]}, tmp_path)
+    assert expand_study_files(config, tmp_path) == config
+    plain = {"studies": {"s": STUDY}}
+    assert expand_study_files(plain) is plain
+
+
+@pytest.mark.parametrize(
+    ("files", "key", "message"),
+    [
+        ({}, "study_files[1]", "no such study file: missing.yaml"),
+        ({"b.yaml": "studies: [\n"}, "study_files[1]", "b.yaml is not valid YAML"),
+        (
+            {"b.yaml": {"studies": {"t": STUDY}, "select": ["t"]}},
+            "study_files[1]",
+            "'studies' (name -> study)",
+        ),
+        ({"b.yaml": {"studies": ["t"]}}, "study_files[1]", "and nothing else"),
+        ({"b.yaml": {"studies": {"s": STUDY}}}, "studies.s", "defined in two study files: a.yaml and b.yaml"),
+        ({"a.yaml": {"studies": {"s": STUDY}}}, "study_files[1]", "a.yaml is listed twice"),
+    ],
+)
+def test_a_bad_study_file_is_a_config_error_naming_it(tmp_path, files, key, message):
+    write(tmp_path / "a.yaml", {"studies": {"s": STUDY}})
+    for name, content in files.items():
+        (tmp_path / name).write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+    second = next(iter(files), "missing.yaml")
+    with pytest.raises(ConfigError) as err:
+        expand_study_files({"study_files": ["a.yaml", second]}, tmp_path)
+    assert err.value.key == key and message in err.value.message
+
+
+def test_study_files_must_be_a_list_and_unloaded_files_are_named():
+    with pytest.raises(ConfigError, match="expected a list of YAML file paths"):
+        expand_study_files({"study_files": "config/studies/pfedme.yaml"})
+    with pytest.raises(ConfigError, match="study_files are not loaded"):
+        build_suite(yaml.safe_load((REPO / "config/config.yaml").read_text()))
+
+
+def test_the_schema_takes_study_files():
+    from snakemake.utils import validate
+
+    config = load_config([REPO / "config/config.yaml"], root=REPO)
+    validate(config, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+    with pytest.raises(Exception, match="study_files"):
+        validate({**config, "study_files": [1]}, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+
+
+def test_the_workflow_loads_the_study_files_and_merges_a_later_configfile_over_them(tmp_path):
+    repo = copy_repo(tmp_path / "repo", {"study_files": ["config/studies/a.yaml"]})
+    (repo / "config/studies").mkdir()
+    write(repo / "config/studies/a.yaml", {"studies": {"s": STUDY}})
+    trains = {(w["study"], w["run"]) for rule, w in planned(repo) if rule == "train"}
+    assert trains == {("s", "ffgg")}
+    write(repo / "mine.yaml", {"studies": {"s": {"runs": {"gd": {"algorithm": "local_gd"}}}}})
+    trains = {
+        (w["study"], w["run"])
+        for rule, w in planned(repo, "--configfile", "config/config.yaml", "mine.yaml")
+        if rule == "train"
+    }
+    assert trains == {("s", "ffgg"), ("s", "gd")}  # a dry run plans every job: nothing has run
+    write(repo / "config/studies/a.yaml", {"studies": {"s": STUDY}, "select": ["s"]})
+    proc = snakemake(repo, "-n", check=False)
+    assert proc.returncode != 0 and "study_files[0]" in proc.stdout + proc.stderr
