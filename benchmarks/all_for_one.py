@@ -26,13 +26,13 @@ from pathlib import Path
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.train import pick_device
 from hetfl.reference.all_for_one import all_for_one as reference
-from hetfl.train import pick_device
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 20.0

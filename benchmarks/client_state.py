@@ -23,7 +23,7 @@ one, e.g. root), so that a process that needs more than L is killed, as a SLURM 
   builds its own ``Federation`` gets);
 - ``auto``: the training job's placement and rows per call under ``memory_budget: auto`` (``CPU_SHARE`` of
   the smaller of the RAM and the cgroup's limit, read from the process's own cgroup:
-  ``hetfl.engine.memory.cgroup_limit``; ``hetfl.train.apply_memory_budget``);
+  ``hetfl.engine.memory.cgroup_limit``; ``hetfl.pipeline.train.apply_memory_budget``);
 - ``mmap`` (not by default): every stack in a memory-mapped file, whatever the budget (the cost of the file).
 
 Prints, per placement: the state's size and where it went, the rows per call, seconds per round (median after one warm-up, evaluation of
@@ -91,7 +91,7 @@ def measure(
     from hetfl.algorithms import get_algorithm
     from hetfl.engine.memory import budget_bytes
     from hetfl.engine.participation import participation_schedule
-    from hetfl.train import apply_memory_budget
+    from hetfl.pipeline.train import apply_memory_budget
 
     torch.set_num_threads(1)
     cpu = torch.device("cpu")

@@ -7,7 +7,7 @@ FedAlt and FedAvg+FT with ``split: output``, the personal part 650 of them, FedA
 personal``; ``fedavg_ft_all`` and Per-FedAvg adapt the whole model); 10 clients a round, 2 fine-tuning steps
 (Per-FedAvg: its one step). Each algorithm runs in its
 own process (peak RSS is per process), one torch thread, float32, within ``--budget-mib`` MiB (the rows per
-call planned as a training job plans them, ``hetfl.train.apply_memory_budget``, convolutions split too as
+call planned as a training job plans them, ``hetfl.pipeline.train.apply_memory_budget``, convolutions split too as
 under a numeric budget in a run's spec), one round, then one evaluation of every model. Prints the plan
 (rows per call, whether it fits, its resident estimate), the evaluation's seconds and the peak RSS above the
 process's baseline (Python and torch, before the data): after the plan and the round, and after the
@@ -45,7 +45,7 @@ def measure(name: str, clients: int, budget_mib: float) -> dict:
     from scaling import random_federation  # benchmarks/scaling.py, beside this script
 
     from hetfl.algorithms import get_algorithm
-    from hetfl.train import apply_memory_budget
+    from hetfl.pipeline.train import apply_memory_budget
 
     torch.set_num_threads(1)
     base = _peak_mib()

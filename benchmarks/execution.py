@@ -43,7 +43,7 @@ from hetfl.engine.execution import PRECISIONS, forward_flops, with_execution
 from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model, normalize_model_spec
-from hetfl.train import pick_device
+from hetfl.pipeline.train import pick_device
 
 MODELS = {  # name -> (model config, sample shape)
     "cnn": ({"name": "cnn"}, (1, 28, 28)),

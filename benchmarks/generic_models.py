@@ -32,13 +32,13 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
-from hetfl.train import pick_device
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.train import pick_device
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = "pfedme_mnist_dnn"

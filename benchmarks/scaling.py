@@ -128,7 +128,7 @@ def measure(
 
     from hetfl.algorithms import get_algorithm
     from hetfl.engine.memory import budget_bytes
-    from hetfl.train import apply_memory_budget, pick_device
+    from hetfl.pipeline.train import apply_memory_budget, pick_device
 
     torch.set_num_threads(1)
     device = pick_device(device_name)  # on CUDA: float32 without TF32, as a training job

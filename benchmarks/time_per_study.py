@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 
 
 def jobs(root: Path) -> pd.DataFrame:

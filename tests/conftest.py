@@ -51,13 +51,13 @@ def tiny():
 
 def train_study_run(study_cfg: dict, label: str, root: Path, seed: int = 0):
     """One training job of a one-study config, as the workflow runs it: the dataset and the seed's partition
-    written to ``root``, then ``hetfl.train.train`` into ``root/run``. Returns ``(run record, RunOutputs,
+    written to ``root``, then ``hetfl.pipeline.train.train`` into ``root/run``. Returns ``(run record, RunOutputs,
     the loaded Dataset)``."""
     import json
 
-    from hetfl.config import build_suite
     from hetfl.data import load_dataset, make_partition
-    from hetfl.train import RunOutputs, train
+    from hetfl.pipeline.config import build_suite
+    from hetfl.pipeline.train import RunOutputs, train
 
     study = build_suite({"studies": {"s": study_cfg}}).studies["s"]
     dataset = load_dataset(study.dataset, root)

@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetfl.aggregate import (
+from hetfl.errors import ConfigError
+from hetfl.metrics import parse_metric
+from hetfl.pipeline.aggregate import (
     CLIENT_AT,
     CLIENT_ROUNDS_COLUMNS,
     CLIENT_STATS,
@@ -25,8 +27,6 @@ from hetfl.aggregate import (
     summary_markdown,
     write_csv,
 )
-from hetfl.errors import ConfigError
-from hetfl.metrics import parse_metric
 
 NAN, INF = float("nan"), float("inf")
 # run -> seed -> (status, {metric: values at rounds 0, 1, ...})
@@ -428,7 +428,7 @@ def test_load_clients_needs_its_columns(tmp_path):
 
 
 def test_val_selected_takes_the_test_value_at_the_best_validation_round():
-    from hetfl.aggregate import summarize, val_selected_values
+    from hetfl.pipeline.aggregate import summarize, val_selected_values
 
     rows = []
     curves = {  # seed -> (val acc, test acc) at rounds 0..3

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
-from hetfl.config import ConfigError
 from hetfl.engine import aggregation
 from hetfl.engine.aggregation import ClientSum, weighted_sum
 from hetfl.engine.chunks import limit_rows
 from hetfl.engine.memory import MIB, TRANSIENT_COPIES, plan_memory
 from hetfl.engine.params import average
+from hetfl.pipeline.config import ConfigError
 from tests.conftest import tiny_federation
 from tests.test_memory import _assert_identical, build, train
 

@@ -1,4 +1,4 @@
-"""The speed benchmark's official-code mode (``python -m hetfl.bench --official``): its settings and its table.
+"""The speed benchmark's official-code mode (``python -m hetfl.tools.bench --official``): its settings and its table.
 
 The timings themselves are machine-dependent and never asserted (a benchmark, not a test)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hetfl import bench
-from hetfl.config import build_suite, load_config
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.tools import bench
 
 CONFIG = load_config([Path(__file__).parents[1] / "config" / "config.yaml"], root=Path(__file__).parents[1])
 

@@ -21,12 +21,12 @@ import pytest
 import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
-from hetfl.config import ConfigError, build_suite
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from hetfl.engine.participation import participation_schedule
+from hetfl.pipeline.config import ConfigError, build_suite
+from hetfl.pipeline.train import Checkpointing, RunOutputs, checkpoint_key, train
 from hetfl.problems import build_problem, normalize_problem_spec
-from hetfl.train import Checkpointing, RunOutputs, checkpoint_key, train
 from tests import test_baselines_equivalence as baselines
 from tests import test_collaborative_equivalence as collab
 from tests import test_equivalence as personal
@@ -285,7 +285,9 @@ def test_resumed_algorithm_continues_exactly(name, environment, hp, sampling, ma
 
     def build():
         algorithm = cls(make(), params, seed, sampling)
-        algorithm.rounds = ROUNDS  # the run's T, as hetfl.train.build sets it (a cosine schedule needs it)
+        algorithm.rounds = (
+            ROUNDS  # the run's T, as hetfl.pipeline.train.build sets it (a cosine schedule needs it)
+        )
         return algorithm
 
     straight = build()
@@ -358,7 +360,7 @@ JOB = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    import hetfl.train as t
+    import hetfl.pipeline.train as t
 
     real = t.save_checkpoint
     def save_then_die(path, key, algorithm, round_done, *rest):

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from hetfl.claims import check_claims, claims_markdown, normalize_claims, paired_interval
 from hetfl.errors import ConfigError
+from hetfl.pipeline.claims import check_claims, claims_markdown, normalize_claims, paired_interval
 
 NAN = float("nan")
 # run -> {seed: (status, {metric: values at rounds 0, 1, ...})}
@@ -336,7 +336,7 @@ CLIENT_DATA = {
 
 @pytest.fixture(scope="module")
 def client_tables():
-    from hetfl.aggregate import client_round_stats
+    from hetfl.pipeline.aggregate import client_round_stats
 
     long, status, clients = [], [], []
     for run, seeds in CLIENT_DATA.items():

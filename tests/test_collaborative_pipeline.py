@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
-from hetfl.config import build_suite, load_config
 from hetfl.data import dataset_info, load_dataset, make_partition
 from hetfl.errors import ConfigError
-from hetfl.plotting import draw, heatmap_matrices, normalize_figures
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.plotting import draw, heatmap_matrices, normalize_figures
+from hetfl.pipeline.train import RunOutputs, train
 from hetfl.problems import build_problem, normalize_problem_spec
-from hetfl.train import RunOutputs, train
 
 ROOT = Path(__file__).resolve().parents[1]
 LSR = {"name": "synthetic_lsr", "num_users": 6, "dimension": 2, "samples_per_user": 60, "seed": 1}

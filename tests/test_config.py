@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from hetfl.config import build_suite, train_fingerprint
 from hetfl.errors import ConfigError
+from hetfl.pipeline.config import build_suite, train_fingerprint
 
 BASE = {
     "studies": {
@@ -242,7 +242,7 @@ def test_the_pfedme_studies_run_per_fedavg_in_the_form_their_beta_comes_from(pat
     module docstring); under the MAML form it would be the only step on the global model."""
     import pathlib
 
-    from hetfl.config import load_config
+    from hetfl.pipeline.config import load_config
 
     root = pathlib.Path(__file__).parents[1]
     suite = build_suite(load_config([root / path], root=root))
@@ -308,7 +308,7 @@ def test_the_benchmark_study_configs_validate_over_the_default_suite(path, tmp_p
 
     import yaml
 
-    from hetfl.config import load_config
+    from hetfl.pipeline.config import load_config
 
     root = pathlib.Path(__file__).resolve().parents[1]
     monkeypatch.chdir(tmp_path)  # the VGG-11 study reads results/digits32.npz, written by its script

@@ -13,7 +13,6 @@ import pytest
 
 from hetfl.algorithms import registry as algorithm_registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS
-from hetfl.config import RUN_SETTINGS, build_suite, load_config, resolve_run
 from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
 from hetfl.data.partition import _common_options
 from hetfl.data.partitioners import SCHEME_MODULES
@@ -21,6 +20,7 @@ from hetfl.data.registry import registry as dataset_registry
 from hetfl.errors import ConfigError
 from hetfl.models import model_names, normalize_model_spec
 from hetfl.models import registry as model_registry
+from hetfl.pipeline.config import RUN_SETTINGS, build_suite, load_config, resolve_run
 from hetfl.problems import normalize_problem_spec
 from hetfl.problems import registry as problem_registry
 from hetfl.requires import REQUIRES, requirements

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from hetfl.config import build_suite
 from hetfl.data import dataset_id, dataset_info, load_dataset, make_partition, partition_id
 from hetfl.data.leaf import LETTERS
 from hetfl.data.partition import normalize_partition_spec
 from hetfl.data.registry import dataset_checksum, dataset_files
 from hetfl.errors import ConfigError
+from hetfl.pipeline.config import build_suite
 
 
 def write_npz(path, n_clients=4, per_client=12, features=5, seed=0, **extra):

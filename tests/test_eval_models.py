@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import torch
 
-from hetfl.config import build_suite
 from hetfl.data import load_dataset, make_partition
 from hetfl.errors import ConfigError
-from hetfl.train import RunOutputs, train
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.train import RunOutputs, train
 from tests.conftest import TINY_STUDY
 from tests.quadratic_helpers import TINY
 

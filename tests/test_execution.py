@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetfl.config import ConfigError, build_suite
 from hetfl.engine.execution import (
     LOOP_FLOPS,
     LoopModel,
@@ -26,6 +25,7 @@ from hetfl.engine.execution import (
     with_execution,
 )
 from hetfl.models import build_model, normalize_model_spec
+from hetfl.pipeline.config import ConfigError, build_suite
 from hetfl.testing import tiny_federation
 from tests.conftest import TINY_STUDY, train_study_run
 from tests.test_cuda import _assert_close
@@ -194,7 +194,7 @@ def test_the_tf32_overlay_sets_every_gpu_study_of_the_paper_suite_and_nothing_el
     with ``device: cuda`` computes in TF32, and its runs' specs say so."""
     import yaml
 
-    from hetfl.config import load_config
+    from hetfl.pipeline.config import load_config
 
     root = Path(__file__).resolve().parents[1] / "config"
     paper = yaml.safe_load((root / "paper.yaml").read_text())["studies"]

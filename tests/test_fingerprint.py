@@ -20,8 +20,8 @@ def package(tmp_path, monkeypatch):
     fp.clear_cache()
 
 
-PFEDME = ["hetfl.algorithms.personalized.pfedme", "hetfl.train"]
-FEDAVG = ["hetfl.algorithms.baselines.fedavg", "hetfl.train"]
+PFEDME = ["hetfl.algorithms.personalized.pfedme", "hetfl.pipeline.train"]
+FEDAVG = ["hetfl.algorithms.baselines.fedavg", "hetfl.pipeline.train"]
 
 
 def test_closure_follows_imports_but_not_the_registries():
@@ -37,7 +37,7 @@ def test_closure_follows_imports_but_not_the_registries():
 
 
 def test_a_run_fingerprints_its_own_model_and_a_dataset_its_own_module(package):
-    from hetfl.config import data_fingerprint, partition_fingerprint, train_fingerprint
+    from hetfl.pipeline.config import data_fingerprint, partition_fingerprint, train_fingerprint
 
     before = {
         "mlr": train_fingerprint("fedavg", model="mlr"),
@@ -101,7 +101,10 @@ def test_docstrings_do_not_count_but_string_constants_do(package):
 def test_messages_and_logging_are_in_no_fingerprint(package):
     """hetfl.errors and hetfl.logs (fp.NEUTRAL) cannot change an output: rewording an error reruns nothing."""
     assert not set(fp.closure(PFEDME)) & fp.NEUTRAL
-    assert not set(fp.closure(["hetfl.aggregate", "hetfl.claims", "hetfl.data.partition"])) & fp.NEUTRAL
+    assert (
+        not set(fp.closure(["hetfl.pipeline.aggregate", "hetfl.pipeline.claims", "hetfl.data.partition"]))
+        & fp.NEUTRAL
+    )
     before = fp.fingerprint(PFEDME)
     path = package / "errors.py"
     path.write_text(path.read_text().replace("config key '{key}'", "the config key '{key}'"))
@@ -110,7 +113,7 @@ def test_messages_and_logging_are_in_no_fingerprint(package):
 
 
 def test_a_stage_fingerprint_covers_its_script_and_what_it_imports():
-    from hetfl.config import train_fingerprint
+    from hetfl.pipeline.config import train_fingerprint
 
     assert fp.stage_fingerprint("figure") != fp.stage_fingerprint("claims")
     assert len(fp.stage_fingerprint("aggregate")) == 16

@@ -12,16 +12,16 @@ import pytest
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite, train_fingerprint
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.errors import ConfigError
 from hetfl.models import build_model, model_modules, normalize_model_spec
 from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.models.generic import ModelOptionError
+from hetfl.pipeline.config import build_suite, train_fingerprint
+from hetfl.pipeline.train import pick_device
 from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
-from hetfl.train import pick_device
 
 SHAPE, K = (1, 8, 8), 4
 TOL = 1e-6  # float32

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from hetfl.algorithms import FEDERATION, get_algorithm, registry
-from hetfl.config import ConfigError, build_suite
 from hetfl.engine.chunks import ChunkedModel, limit_rows, row_chunks
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.memory import (
@@ -35,6 +34,7 @@ from hetfl.engine.memory import (
     tensor_bytes,
 )
 from hetfl.engine.participation import participation_schedule
+from hetfl.pipeline.config import ConfigError, build_suite
 from tests.conftest import tiny_federation
 from tests.test_checkpoint import CASES
 
@@ -402,7 +402,7 @@ def test_a_float32_convolutional_run_keeps_its_budget_in_its_spec_and_auto_never
     f64 = build_suite({"studies": {"t": {**base, "memory_budget": 8, "dtype": "float64"}}}).studies["t"]
     assert "memory_budget" not in json.loads(f64.run_json("fedavg"))  # exact in float64
 
-    from hetfl.train import apply_memory_budget
+    from hetfl.pipeline.train import apply_memory_budget
 
     fed = tiny_federation("cnn", sizes=(5,) * 12, dtype=torch.float32)
     cls = get_algorithm("fedavg", environment=FEDERATION)

@@ -10,10 +10,10 @@ import torch
 from hetfl.algorithms import get_algorithm
 from hetfl.algorithms.minimax.local_work import LocalWork, a_l1
 from hetfl.algorithms.minimax.projections import project_ball, project_simplex
-from hetfl.config import build_suite
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
 from hetfl.errors import ConfigError
+from hetfl.pipeline.config import build_suite
 from hetfl.problems import build_problem, normalize_problem_spec
 from hetfl.reference.local_sgda import a_norm
 from tests.conftest import tiny_federation

@@ -1,4 +1,4 @@
-"""Timing the official pFedMe code on hetfl's data (``hetfl.official_pfedme``, ``hetfl.bench --official-code``).
+"""Timing the official pFedMe code on hetfl's data (``hetfl.tools.official_pfedme``, ``hetfl.tools.bench --official-code``).
 
 The official repository is not shipped; a stand-in checkout with the same layout and server API (written
 here) runs through the same driver: its arguments, its data and the per-round clock are checked."""
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hetfl import bench
-from hetfl.config import build_suite, load_config
-from hetfl.official_pfedme import export, official_arguments, time_rounds, workspace
+from hetfl.pipeline.config import build_suite, load_config
 from hetfl.testing import tiny_federation
+from hetfl.tools import bench
+from hetfl.tools.official_pfedme import export, official_arguments, time_rounds, workspace
 
 CONFIG = load_config([Path(__file__).parents[1] / "config" / "config.yaml"], root=Path(__file__).parents[1])
 EVAL_S, TRAIN_S = 0.03, 0.01  # the stand-in's evaluation and training sleeps, per round

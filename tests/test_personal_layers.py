@@ -15,7 +15,6 @@ import torch
 
 from hetfl.algorithms import get_algorithm
 from hetfl.algorithms.personalized.layers import layer_part
-from hetfl.config import build_suite
 from hetfl.engine.aggregation import ClientSum
 from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.grad import client_grads
@@ -24,6 +23,7 @@ from hetfl.engine.participation import participation_schedule
 from hetfl.engine.sampler import BatchSampler
 from hetfl.errors import ConfigError
 from hetfl.models import build_model, normalize_model_spec
+from hetfl.pipeline.config import build_suite
 from hetfl.reference import references
 from hetfl.testing import follow_reference, tiny_federation
 from tests.test_algorithm_properties import permuted_blobs

@@ -1,4 +1,4 @@
-"""The cost model of ``hetfl.plan`` on synthetic benchmark tables (no Snakemake, no real results).
+"""The cost model of ``hetfl.tools.plan`` on synthetic benchmark tables (no Snakemake, no real results).
 
 The test writes, for a small config, the files a measured suite leaves (``benchmarks/train/.../seed=s.tsv``
 and ``runs/.../seed=s/run.json``) with times that follow the model exactly, and checks that the fit
@@ -19,9 +19,10 @@ import pytest
 import torch
 import yaml
 
-from hetfl.config import build_suite
 from hetfl.models.char_lstm import CharLSTMModule
-from hetfl.plan import (
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.records import RunRecord
+from hetfl.tools.plan import (
     EVAL_COST,
     Fit,
     fits,
@@ -37,7 +38,6 @@ from hetfl.plan import (
     report,
     study_table,
 )
-from hetfl.records import RunRecord
 
 OVERHEAD = 2.0  # s0, seconds per job
 RATES = {"fedavg": 3e-9, "pfedme": 6e-9, "ffgg": 2e-11}  # c, seconds per work unit

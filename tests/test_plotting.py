@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hetfl.errors import ConfigError
-from hetfl.plotting import (
+from hetfl.pipeline.plotting import (
     axis_label,
     fit_ylim,
     line_styles,

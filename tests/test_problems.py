@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from hetfl import algorithms, problems
-from hetfl.config import build_suite, train_fingerprint
 from hetfl.errors import ConfigError
 from hetfl.fingerprint import closure
-from hetfl.train import RunOutputs, train
+from hetfl.pipeline.config import build_suite, train_fingerprint
+from hetfl.pipeline.train import RunOutputs, train
 from tests.test_config import BASE
 from tests.toy_problem import ToyGD, ToyProblem
 
@@ -43,7 +43,9 @@ def test_problem_study_resolves():
     assert spec["problem"] == {"name": "toy", "num_clients": 5, "dim": 3}
     assert "dataset" not in spec and "model" not in spec
     assert s.metrics == {"dist_sq", "loss"}
-    assert "tests.toy_problem" in closure(["tests.toy_problem", "hetfl.train"])  # plugins outside hetfl count
+    assert "tests.toy_problem" in closure(
+        ["tests.toy_problem", "hetfl.pipeline.train"]
+    )  # plugins outside hetfl count
     assert len(train_fingerprint("toy_gd", "toy")) == 16
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetfl.config import build_suite, load_config
 from hetfl.errors import ConfigError
-from hetfl.train import RunOutputs, train
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.train import RunOutputs, train
 from tests.quadratic_helpers import TINY
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"

@@ -1,4 +1,4 @@
-"""``run.json``: one type writes and reads it (``hetfl.records.RunRecord``)."""
+"""``run.json``: one type writes and reads it (``hetfl.pipeline.records.RunRecord``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hetfl.records import REQUIRED, RunRecord
+from hetfl.pipeline.records import REQUIRED, RunRecord
 
 RECORD = RunRecord(
     study="s", run="fedavg", algorithm="fedavg", seed=3, status="ok", rounds_done=4, wall_time_s=1.25,

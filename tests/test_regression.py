@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import build_suite
 from hetfl.data import dataset_info, load_dataset, make_partition
 from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import ClientSplit, Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel, build_model, normalize_model_spec
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.train import RunOutputs, train
 from hetfl.reference import references
-from hetfl.train import RunOutputs, train
 from tests.test_engine import assert_preact_grads
 
 LSR = {"name": "synthetic_lsr", "num_users": 6, "dimension": 3, "samples_per_user": 60, "seed": 1}

@@ -4,7 +4,7 @@ Checks what a researcher opening the page relies on: one self-contained HTML fil
 styles or images) that shows every figure of the suite with a caption naming the paper and figure it
 reproduces, the study and the metrics; the study's summary table and its checked claims as pages
 shown inline; the top-level description of the suite. And, without Snakemake, the pieces of
-``hetfl.report``: paper references, the HTML pages and their escaping.
+``hetfl.pipeline.report``: paper references, the HTML pages and their escaping.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hetfl.report import claims_page, paper_references, study_paper, summary_page
+from hetfl.pipeline.report import claims_page, paper_references, study_paper, summary_page
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import copy_repo, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-NAME = "pfedme_tiny"  # the prefix names the paper (hetfl.report.PAPERS)
+NAME = "pfedme_tiny"  # the prefix names the paper (hetfl.pipeline.report.PAPERS)
 STUDY = {
     **TINY_STUDY,
     # three of its runs (one diverges) keep the test short

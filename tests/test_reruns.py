@@ -61,25 +61,25 @@ CASES = {
         {},
     ),
     "a code change in plotting": (
-        "src/hetfl/plotting.py",
+        "src/hetfl/pipeline/plotting.py",
         "\ndef draw(",
         "\n_RESTYLED = True\n\n\ndef draw(",
         {"figure": 1, "all": 1},
     ),
     "a code change in aggregate": (
-        "src/hetfl/aggregate.py",
+        "src/hetfl/pipeline/aggregate.py",
         "\ndef write_csv(",
         "\n_CHANGED = True\n\n\ndef write_csv(",
         dict.fromkeys(TABLES, 1),
     ),
     "a code change in claims": (
-        "src/hetfl/claims.py",
+        "src/hetfl/pipeline/claims.py",
         "\ndef claims_markdown(",
         "\n_CHANGED = True\n\n\ndef claims_markdown(",
         {"claims": 1, "report_tables": 1, "all": 1},
     ),
     "a comment in plotting": (
-        "src/hetfl/plotting.py",
+        "src/hetfl/pipeline/plotting.py",
         "\ndef draw(",
         "\n# a comment\n\n\ndef draw(",
         {},
@@ -103,7 +103,7 @@ CASES = {
         {"partition_stats": PARTITIONS, "all": 1},
     ),
     "the training driver": (
-        "src/hetfl/train.py",
+        "src/hetfl/pipeline/train.py",
         '        raise ValueError(f"the tuning choice sets unknown hyper-parameters {unknown}")',
         '        raise ValueError(f"the tuning choice sets hyper-parameters {unknown} the run does not have")',
         {"train": TRAINS, **dict.fromkeys(TABLES, 1)},

@@ -1,4 +1,4 @@
-"""Cluster resources of training jobs (hetfl.resources) and how the workflow hands them to the SLURM profile:
+"""Cluster resources of training jobs (hetfl.pipeline.resources) and how the workflow hands them to the SLURM profile:
 the floor for small runs, growth with the run's size and the attempt, the cap, a GPU for ``device: cuda``
 runs only; a dry run of ``profiles/slurm`` shows them on the training jobs. (That only training jobs are
 submitted is checked on a real cluster, tests/test_slurm.py.)"""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetfl import resources
-from hetfl.config import build_suite
-from hetfl.resources import train_resources
+from hetfl.pipeline import resources
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.resources import train_resources
 from tests.conftest import TINY_STUDY
 from tests.quadratic_helpers import TINY as QUADRATIC
 from tests.workflow_repo import copy_repo

@@ -1,4 +1,4 @@
-"""The results pages' tables are their committed data's (``python -m hetfl.results_pages --check``).
+"""The results pages' tables are their committed data's (``python -m hetfl.tools.results_pages --check``).
 
 Every table marked ``<!-- table: name -->`` on ``docs/results/*.md`` and the READMEs renders, from
 ``docs/results/data`` and ``docs/results/tables.yaml``, to what the page states; an altered number is
@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetfl import results_pages as rp
+from hetfl.tools import results_pages as rp
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_committed_pages_agree_with_their_data():
     problems = rp.generate(ROOT, check=True)
-    assert not problems, "pages differ from docs/results/data (python -m hetfl.results_pages):\n" + "\n".join(
-        problems
+    assert not problems, (
+        "pages differ from docs/results/data (python -m hetfl.tools.results_pages):\n" + "\n".join(problems)
     )
 
 

@@ -1,5 +1,5 @@
 """The default suite's studies live in one file per paper (``config/studies/``), which ``config/config.yaml``
-lists as ``study_files``; ``hetfl.config.load_config`` / ``expand_study_files`` load them under the config's
+lists as ``study_files``; ``hetfl.pipeline.config.load_config`` / ``expand_study_files`` load them under the config's
 own ``studies`` (which win, key by key), for the workflow and every other reader of config files."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hetfl.config import build_suite, expand_study_files, load_config
 from hetfl.errors import ConfigError
+from hetfl.pipeline.config import build_suite, expand_study_files, load_config
 from tests.quadratic_helpers import TINY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 

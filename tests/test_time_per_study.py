@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "time_per_study.py"
 spec = importlib.util.spec_from_file_location("time_per_study", SCRIPT)

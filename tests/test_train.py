@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from hetfl.config import build_suite
 from hetfl.data import load_dataset, make_partition
-from hetfl.train import RunOutputs, pick_device, train
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.train import RunOutputs, pick_device, train
 from tests.conftest import TINY_STUDY
 
 STUDY = TINY_STUDY

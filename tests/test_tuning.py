@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetfl.config import build_suite
 from hetfl.errors import ConfigError
-from hetfl.train import apply_choice
-from hetfl.tuning import parse_tune, select
+from hetfl.pipeline.config import build_suite
+from hetfl.pipeline.train import apply_choice
+from hetfl.pipeline.tuning import parse_tune, select
 
 SEEDS = [7, 8]
 

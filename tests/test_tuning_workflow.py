@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 
@@ -75,9 +75,9 @@ def test_changing_the_grid_reruns_only_that_runs_tuning(repo):
 
 def test_editing_apply_choice_retrains_with_the_choice(repo):
     """`apply_choice`, which puts the chosen values into the tuned run's spec in its training job, is in the
-    training jobs' code fingerprint (it lives in hetfl.train, which every training job runs): a code change
+    training jobs' code fingerprint (it lives in hetfl.pipeline.train, which every training job runs): a code change
     to it replans the training (the tuned run's among them), and nothing upstream of it."""
-    path = repo / "src/hetfl/train.py"
+    path = repo / "src/hetfl/pipeline/train.py"
     original = path.read_text()
     old = '    unknown = sorted(set(choice["hyperparameters"]) - set(spec["hyperparameters"]))\n'
     assert original.count(old) == 1

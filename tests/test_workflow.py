@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
 

@@ -9,7 +9,7 @@
 #    one VGG-11 study (benchmarks/cuda/vgg11_digits.yaml) through Snakemake, CORES jobs at a time (default
 #    8); OUT/runs.csv gets each of their runs' device, wall seconds and CUDA peak memory from its run.json,
 #    OUT/results.tar.gz their tables, figures, run records and benchmark tables, and OUT/plan.txt the GPU-hours
-#    that `python -m hetfl.plan` estimates from them for the paper-scale GPU studies (config/paper.yaml);
+#    that `python -m hetfl.tools.plan` estimates from them for the paper-scale GPU studies (config/paper.yaml);
 # 3. benchmarks/all_for_one.py --device cuda (the batched All-for-one against its per-pair loop);
 # 4. benchmarks/scaling.py --device cuda: FedAvg CNN (batched and sequential aggregation) and VGG-11 against C,
 #    unchunked and within a budget; then FedAvg and pFedMe (all clients train) on MLR at C = 1,000 and 10,000;
@@ -19,7 +19,7 @@
 #    (hetfl.engine.execution) for the CNN, VGG-11 and ResNet-18 at 15 and 100 clients, batch 32, TF32 off and
 #    on: client steps per second, TFLOP/s, ratio; OUT/execution.csv;
 # 7. (jobs) the VGG-11 study's training jobs one at a time, each in its own process, without Snakemake
-#    (benchmarks/cuda/train_jobs.py: batched, loop, loop with TF32), then `python -m hetfl.plan` on them for the
+#    (benchmarks/cuda/train_jobs.py: batched, loop, loop with TF32), then `python -m hetfl.tools.plan` on them for the
 #    paper-scale GPU studies, per execution path (gpu_hours_<path>): OUT/jobs.txt, OUT/plan_paths.txt.
 #
 # Each step has its own time limit (seconds: T_TESTS, T_SUITE, T_A41, T_SCALING, T_SCALING_MLR, T_GENERIC,
@@ -65,7 +65,7 @@ if wanted suite; then
     python3 - "$out/runs.csv" "$studies" <<'PY' 2>&1 | tee -a "$log"
 import glob, sys
 import pandas as pd
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 rows = []
 for study in sys.argv[2].split(","):
     for path in sorted(glob.glob(f"results/runs/{study}/*/seed=*/run.json")):
@@ -91,8 +91,8 @@ PY
         $(for s in ${studies//,/ }; do ls results/runs/$s/*/seed=*/run.json; done 2>/dev/null) 2>/dev/null
     gpu_studies=$(python3 -c 'import yaml; print(",".join(name for name, s in yaml.safe_load(
         open("config/paper.yaml"))["studies"].items() if s.get("device") == "cuda"))')
-    echo "=== plan: python3 -m hetfl.plan ... --select $gpu_studies" | tee -a "$log"
-    timeout 120 python3 -m hetfl.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
+    echo "=== plan: python3 -m hetfl.tools.plan ... --select $gpu_studies" | tee -a "$log"
+    timeout 120 python3 -m hetfl.tools.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
         --select "$gpu_studies" --csv "$out/plan.csv" 2>&1 | tee "$out/plan.txt" >>"$log"
 fi
 
@@ -118,7 +118,7 @@ if wanted jobs; then
     gpu_studies=$(python3 -c 'import yaml; print(",".join(name for name, s in yaml.safe_load(
         open("config/paper.yaml"))["studies"].items() if s.get("device") == "cuda"))')
     echo "=== plan by execution path: --select $gpu_studies" | tee -a "$log"
-    timeout 120 python3 -m hetfl.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
+    timeout 120 python3 -m hetfl.tools.plan --configfile config/config.yaml config/paper.yaml "$out/vgg.yaml" \
         --select "$gpu_studies" --csv "$out/plan_paths.csv" 2>&1 | tee "$out/plan_paths.txt" >>"$log"
 fi
 echo "=== done" | tee -a "$log"

@@ -2,7 +2,7 @@
 without Snakemake (a lent GPU machine: ``benchmarks/cuda/check.sh``, step ``jobs``). One job at a time, so
 that its timing is its own.
 
-Writes what ``python -m hetfl.plan`` fits on, in the workflow's layout: each job's outputs and run record
+Writes what ``python -m hetfl.tools.plan`` fits on, in the workflow's layout: each job's outputs and run record
 under ``RESULTS/runs/<study>/<run>/seed=<s>/`` and a benchmark table
 ``RESULTS/benchmarks/train/<study>/<run>/seed=<s>.tsv`` whose column ``s`` is the job's whole wall time
 (the process's start, imports and CUDA's context included: its ``s`` less the run's ``wall_time_s`` is
@@ -25,7 +25,7 @@ from pathlib import Path
 
 def job(spec_json: str, seed: int, data: str, partition: str, out: str) -> None:
     """One training job (the child process)."""
-    from hetfl.train import RunOutputs, train
+    from hetfl.pipeline.train import RunOutputs, train
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -48,9 +48,9 @@ def main(argv=None) -> None:
         return
     if not args.configfile or not args.select:
         parser.error("--configfile and --select are required")
-    from hetfl.config import build_suite, load_config
     from hetfl.data import load_dataset, make_partition
-    from hetfl.records import RunRecord
+    from hetfl.pipeline.config import build_suite, load_config
+    from hetfl.pipeline.records import RunRecord
 
     config = load_config(args.configfile)
     config["select"] = args.select.split(",")

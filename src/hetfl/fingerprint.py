@@ -20,7 +20,7 @@ and problem registries (``hetfl.algorithms``, ``hetfl.problems``) are never foll
 modules as strings, and adding an algorithm must not rerun the others; the model and dataset registries
 (``hetfl.models``, ``hetfl.data.registry``) discover their entries instead of importing them, and the
 partition schemes' table (``hetfl.data.partitioners``) is not followed either: the caller names the one
-module of each kind a job uses (``hetfl.config.train_modules`` and its siblings).
+module of each kind a job uses (``hetfl.pipeline.config.train_modules`` and its siblings).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def stage_fingerprint(stage: str, modules: tuple[str, ...] | list[str] = ()) -> 
         stage: the stage, by its script's name (``train``, ``aggregate``, ...).
         modules: the job's own modules the script does not import by name (a run's algorithm and model, a
             dataset's module, a partition's scheme: the registries reach them by name, see the module
-            docstring; ``hetfl.config.train_modules`` and its siblings).
+            docstring; ``hetfl.pipeline.config.train_modules`` and its siblings).
 
     Raises:
         FileNotFoundError: no script of that name beside ``src/`` (hetfl installed without its workflow).

@@ -3,7 +3,7 @@
 ``server_momentum: 0.9`` without ``server_optimizer: avgm`` trains plain FedAvg: the value is accepted and
 does nothing. :data:`REQUIRES` declares, for every such option, the option it depends on and the values
 under which it takes effect; :func:`inert_options` finds the options a user set that another setting
-makes inert, and the config (``hetfl.config.resolve_run``) refuses them, naming both keys, before any
+makes inert, and the config (``hetfl.pipeline.config.resolve_run``) refuses them, naming both keys, before any
 job runs. A new option with such a dependency needs one line here and nothing else: the check and its
 test (``tests/test_config_numbers.py`` walks every registered algorithm's options) take it from here.
 

@@ -169,7 +169,9 @@ def follow_reference(
         else cls.Hyperparameters.from_dict(dict(hyperparameters), "test")
     )
     alg = cls(fed, hp, seed, sampling)
-    alg.rounds = rounds  # the run's T, as hetfl.train.build sets it (the reference has len(schedule))
+    alg.rounds = (
+        rounds  # the run's T, as hetfl.pipeline.train.build sets it (the reference has len(schedule))
+    )
     if configure is not None:
         configure(alg)
     schedule = participation_schedule(fed.num_clients, alg.clients_per_round, rounds, seed)

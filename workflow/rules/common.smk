@@ -1,5 +1,5 @@
 # Helpers shared by the rules: the resolved suite, and small named functions for inputs and params.
-# All logic lives in hetfl.config; a bad config stops here, before any job runs.
+# All logic lives in hetfl.pipeline.config; a bad config stops here, before any job runs.
 import json
 import os
 import re
@@ -16,19 +16,19 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from hetfl.config import (
+from hetfl.data.registry import dataset_checksum, dataset_files
+from hetfl.errors import ConfigError
+from hetfl.fingerprint import stage_fingerprint
+from hetfl.ids import canonical_json
+from hetfl.pipeline.config import (
     build_suite,
     data_fingerprint,
     expand_study_files,
     partition_fingerprint,
     train_fingerprint,
 )
-from hetfl.data.registry import dataset_checksum, dataset_files
-from hetfl.errors import ConfigError
-from hetfl.fingerprint import stage_fingerprint
-from hetfl.ids import canonical_json
-from hetfl.report import figure_about, study_about
-from hetfl.resources import is_short, on_cuda, train_resources
+from hetfl.pipeline.report import figure_about, study_about
+from hetfl.pipeline.resources import is_short, on_cuda, train_resources
 
 # profiles/slurm ships placeholders for the site settings: refuse to plan (and so to submit) with them.
 SLURM_PLACEHOLDERS = {"slurm_account": "my_account", "slurm_partition": "my_partition"}
@@ -78,7 +78,7 @@ PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may
     for r in [*s.runs.values(), *s.points.values()]
 }
 ENV = "../envs/hetfl.yaml"
-# A training job's files per seed (rule train's named outputs; hetfl.train.RunOutputs).
+# A training job's files per seed (rule train's named outputs; hetfl.pipeline.train.RunOutputs).
 RUN_FILES = {
     "metrics": "metrics.csv",
     "client_metrics": "metrics_clients.csv",
@@ -215,7 +215,7 @@ TRAIN_GPU_SET_RESOURCES = {
     name: value.raw
     for name, value in workflow.resource_settings.overwrite_resources.get("train_gpu", {}).items()
 }
-# profiles/slurm submits the short training jobs (hetfl.resources.is_short) in groups of this many
+# profiles/slurm submits the short training jobs (hetfl.pipeline.resources.is_short) in groups of this many
 # (`group-components: train_short=<n>`), one after another on one core (`resources: train_slots=1`, a limit per
 # submitted group: the Snakefile's resource_scopes); without it each is a job of its own.
 SHORT_GROUP = "train_short"
@@ -248,7 +248,7 @@ def job_seeds(s, run):
 
 def groupable(s, run):
     """Whether the jobs of run `run` of study `s` join the short jobs' groups: short (on the CPU, estimated
-    within the runtime floor: hetfl.resources.is_short), not tuned, and so is the run it starts from
+    within the runtime floor: hetfl.pipeline.resources.is_short), not tuned, and so is the run it starts from
     (`init_from`), if any. A group cannot wait on itself through a job outside it (Snakemake refuses such a
     group): a tuned run waits on its grid points through the `tune` stage, and a run that starts from a job
     outside the groups may wait on a group through it."""
@@ -274,7 +274,8 @@ def get_train_group(wildcards):
 
 def get_train_runtime(wildcards, attempt):
     """Minutes a training job may run on a cluster: from its run's size and its seeds (a run job trains them
-    in turn), more at each retry; a grouped short job's floor is the group's share (hetfl.resources)."""
+    in turn), more at each retry; a grouped short job's floor is the group's share (hetfl.pipeline.resources).
+    """
     study, run, seeds = train_job(wildcards)
     group = short_group_size() if get_train_group(wildcards) else 1
     return train_resources(STUDIES[study], run, attempt, len(seeds), group).runtime
@@ -302,7 +303,7 @@ def get_train_gpu(wildcards):
 
 
 def train_resource_settings(gpu):
-    """The resources of a training rule: the job's own (hetfl.resources), then `set-resources: train:` and, for a
+    """The resources of a training rule: the job's own (hetfl.pipeline.resources), then `set-resources: train:` and, for a
     GPU rule, `train_gpu:`."""
     return {
         "runtime": get_train_runtime,
@@ -359,7 +360,7 @@ def get_study_claims(wildcards):
 
 
 def get_study_about(wildcards):
-    """What the report says of a study: its paper, description, seeds and runs (hetfl.report)."""
+    """What the report says of a study: its paper, description, seeds and runs (hetfl.pipeline.report)."""
     return study_about(STUDIES[wildcards.study])
 
 
@@ -409,7 +410,7 @@ def get_tuning_files(wildcards):
 
 
 def get_tuning_spec(wildcards):
-    """A tuned run's tune block and grid points (hetfl.tuning.Tuning), as JSON."""
+    """A tuned run's tune block and grid points (hetfl.pipeline.tuning.Tuning), as JSON."""
     t = STUDIES[wildcards.study].tuning[wildcards.run]
     return canonical_json({"run": t.run, **t.as_dict(), "points": t.points})
 

@@ -8,7 +8,7 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.aggregate import (  # noqa: E402
+from hetfl.pipeline.aggregate import (  # noqa: E402
     client_round_stats,
     client_summary,
     clients_markdown,

@@ -1,5 +1,5 @@
 """Stage `figure`: one figure of a study (mean over seeds with a ±1 sd band, or recorded matrices as
-heatmaps), drawn for print by :func:`hetfl.plotting.draw` as a PNG and a PDF."""
+heatmaps), drawn for print by :func:`hetfl.pipeline.plotting.draw` as a PNG and a PDF."""
 
 import json
 
@@ -9,7 +9,7 @@ log = redirect(snakemake.log[0])
 
 import pandas as pd  # noqa: E402
 
-from hetfl.plotting import draw  # noqa: E402
+from hetfl.pipeline.plotting import draw  # noqa: E402
 
 keys = [(run, seed) for run, seed in json.loads(snakemake.params.runs)]
 draw(

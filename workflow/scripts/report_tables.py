@@ -9,7 +9,7 @@ log = redirect(snakemake.log[0])
 
 import pandas as pd  # noqa: E402
 
-from hetfl.report import claims_page, summary_page  # noqa: E402
+from hetfl.pipeline.report import claims_page, summary_page  # noqa: E402
 
 about = snakemake.params.about
 paper = json.loads(snakemake.params.paper) or None

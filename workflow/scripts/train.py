@@ -10,7 +10,7 @@ from hetfl.logs import redirect
 log = redirect(snakemake.log[0])
 
 from hetfl.engine.checkpoint import resolve_checkpoint  # noqa: E402
-from hetfl.train import Checkpointing, RunOutputs, apply_choice, checkpoint_key, train  # noqa: E402
+from hetfl.pipeline.train import Checkpointing, RunOutputs, apply_choice, checkpoint_key, train  # noqa: E402
 
 out, inp, wc = snakemake.output, snakemake.input, snakemake.wildcards
 study, run = wc.key.split("/", 1) if "key" in wc.keys() else (wc.study, wc.run)

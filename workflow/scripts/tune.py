@@ -6,8 +6,8 @@ from hetfl.logs import redirect
 
 log = redirect(snakemake.log[0])
 
-from hetfl.aggregate import load_runs, write_csv  # noqa: E402
-from hetfl.tuning import Tuning, select  # noqa: E402
+from hetfl.pipeline.aggregate import load_runs, write_csv  # noqa: E402
+from hetfl.pipeline.tuning import Tuning, select  # noqa: E402
 
 spec = json.loads(snakemake.params.tuning)
 tuning = Tuning(spec["run"], spec["grid"], spec["seeds"], spec["metric"], spec["at"], spec["points"])

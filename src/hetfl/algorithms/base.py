@@ -53,7 +53,7 @@ class Algorithm(ABC):
     Hyperparameters: ClassVar[type[Options]]
     inputs: ClassVar[str] = "federation"
     rounds: int | None = None
-    """T, the run's number of rounds: set by ``hetfl.train.build`` (and ``hetfl.testing.follow_reference``)
+    """T, the run's number of rounds: set by ``hetfl.pipeline.train.build`` (and ``hetfl.testing.follow_reference``)
     once the algorithm is built, for what depends on it (the cosine learning-rate schedule); None when the
     algorithm was built without a run (then a schedule that needs T raises)."""
 
@@ -128,7 +128,7 @@ class FederatedAlgorithm(Algorithm):
     evaluate_needs: ClassVar[tuple[str, ...]] = ()
     """Models the algorithm's own metrics are computed from: a run's ``eval_models`` must keep them."""
     evaluated: tuple[str, ...] | None = None
-    """The models ``evaluate`` scores (the run setting ``eval_models``, set by ``hetfl.train.build``): a
+    """The models ``evaluate`` scores (the run setting ``eval_models``, set by ``hetfl.pipeline.train.build``): a
     subset of ``models``; None: all of them. ``state_dict`` and ``finite`` always cover every model."""
 
     def __init__(self, fed: Federation, hp: Options, seed: int, sampling: str = "epoch"):

@@ -15,7 +15,7 @@ same sums, on every machine):
 Sums are accumulated per client in float64.
 
 The gathered blocks or rows of per-client calls over all clients are the same at every evaluation: within
-``Federation.eval_cache_bytes`` (set by the training job from its memory plan, ``hetfl.train``; 0 keeps
+``Federation.eval_cache_bytes`` (set by the training job from its memory plan, ``hetfl.pipeline.train``; 0 keeps
 none) they are kept after the first evaluation, so the later ones skip the gather (a third of a per-client
 evaluation's time on MNIST's MLR and DNN). The same tensors enter the same calls: the sums are the same.
 """

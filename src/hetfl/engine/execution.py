@@ -20,7 +20,7 @@ The two paths compute each client's numbers with different kernels (a batched mo
 ``W @ x`` and grouped convolutions against the module's row-major ``x @ Wᵀ`` and plain convolutions; an
 ``MLP``'s hand-written backward against autograd), so they agree to the rounding of their sums, not to the
 byte: in float64 every algorithm on client data ends within 1e-9 (relative) of its batched run
-(``tests/test_execution.py``). A setting other than the default is part of its run's spec (``hetfl.config``),
+(``tests/test_execution.py``). A setting other than the default is part of its run's spec (``hetfl.pipeline.config``),
 and the run record says the path the run took (``run.json``: ``execution``).
 """
 
@@ -36,7 +36,7 @@ from hetfl.models.base import BatchedModel, Params, sample_losses
 
 EXECUTIONS = ("auto", "batched", "loop")
 PRECISIONS = ("float32", "tf32")
-"""A run's ``precision``: float32 products in float32, or in TensorFloat-32 on a GPU (``hetfl.train.pick_device``)."""
+"""A run's ``precision``: float32 products in float32, or in TensorFloat-32 on a GPU (``hetfl.pipeline.train.pick_device``)."""
 PATHS = ("batched", "loop")
 LOOP_FLOPS: dict[str, int | None] = {"cpu": 1_000_000, "cuda": None}
 """``auto``'s rule: on a device, a model of at least this many forward FLOPs per sample (multiply-adds count
@@ -86,7 +86,7 @@ def resolve_execution(setting: str, model: BatchedModel, device: torch.device) -
 
 def execution_path(setting: str, flops: int, device_type: str) -> str:
     """:func:`resolve_execution` given the model's forward FLOPs per sample and the device's type (``cpu``,
-    ``cuda``): what ``hetfl.plan`` asks of a planned job."""
+    ``cuda``): what ``hetfl.tools.plan`` asks of a planned job."""
     if setting != "auto":
         return setting
     threshold = LOOP_FLOPS.get(device_type)

@@ -121,7 +121,7 @@ class Federation:
 
     Everything comes from the constructor but the two numbers a training job's memory plan sets once the
     algorithm is built (the plan measures the algorithm's state): the row limit and the evaluation cache,
-    :meth:`set_call_limits` (``hetfl.train.apply_memory_budget``).
+    :meth:`set_call_limits` (``hetfl.pipeline.train.apply_memory_budget``).
     """
 
     def __init__(

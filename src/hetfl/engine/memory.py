@@ -13,7 +13,7 @@ runs every algorithm both ways). oneDNN's float32 convolutions choose their bloc
 grouped problem, so a convolutional (or ``torch.func``) model's float32 results change in the last bit with
 the rows per call, and training amplifies that (on the default suite's CNN study, final accuracies moved
 by up to 1.4 points): such a model (``BatchedModel.rows_exact_in_float32`` False) is never split under
-``memory_budget: auto``, and a numeric budget is part of its run's spec (``hetfl.config``), so that a
+``memory_budget: auto``, and a numeric budget is part of its run's spec (``hetfl.pipeline.config``), so that a
 result always says the budget it was computed under.
 
 The rule (:func:`plan_memory`): the budget pays first for what stays resident (the federation's data,
@@ -22,7 +22,7 @@ model copies), then for the row chunks of one call, each row costing
 ``row_bytes``: ``ACTIVATION_COPIES`` copies of the model's activations for its ``B`` samples plus
 ``GRADIENT_COPIES`` copies of its parameters. ``rows`` = what is left / ``row_bytes`` (None: no chunking,
 every client in one call). When the resident state alone exceeds the budget the run still goes on, one
-row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.plan`` says it before).
+row per call, and says so (``fits`` false in ``run.json``; ``python -m hetfl.tools.plan`` says it before).
 An evaluation call needs ``EVAL_COPIES`` copies of the activations of the most samples it takes
 (:func:`evaluation_bytes`) on top of the resident state; its blocks are never split (they set its
 per-client sums: ``hetfl.engine.evaluate.ACTIVATION_BUDGET``), so a budget below that is only reported

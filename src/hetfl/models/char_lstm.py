@@ -56,7 +56,7 @@ class LSTMLayer(nn.Module):
 
     def forward_flops(self, x: Tensor, out: Tensor) -> int:
         """Multiply-add FLOPs per sample of :meth:`forward` on ``x [B, T, in]``: the input and recurrent
-        products of the four gates at each of the T steps, 2·4·hidden·(in + hidden)·T (``hetfl.plan``)."""
+        products of the four gates at each of the T steps, 2·4·hidden·(in + hidden)·T (``hetfl.tools.plan``)."""
         return 2 * 4 * self.hidden * (x.shape[-1] + self.hidden) * x.shape[1]
 
 

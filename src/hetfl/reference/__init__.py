@@ -1,7 +1,7 @@
 """Sequential per-client reference implementations: a Python loop over clients, one ``nn.Module`` each.
 
 They are the oracle of the equivalence tests (every batched algorithm must match its reference to
-float tolerance on a tiny problem) and the baseline of the speed benchmark (``python -m hetfl.bench``).
+float tolerance on a tiny problem) and the baseline of the speed benchmark (``python -m hetfl.tools.bench``).
 They share with the batched code only what must be identical for a comparison: the data, the
 initial weights, the participation schedule and the minibatch positions (drawn from the same
 ``BatchSampler`` calls in the same order). The update rules are written out again, per client.

@@ -32,9 +32,9 @@ transcribed once where the run is not on this machine (paper scale), each suite 
 saying where its numbers come from. ``--check`` fails, naming the page and table, where a page
 disagrees with its data::
 
-    python -m hetfl.results_pages                              # write the pages' tables from the data
-    python -m hetfl.results_pages --check                      # exit 1 where a page disagrees
-    python -m hetfl.results_pages --from results/tables        # refresh the default suite's data, then write
+    python -m hetfl.tools.results_pages                              # write the pages' tables from the data
+    python -m hetfl.tools.results_pages --check                      # exit 1 where a page disagrees
+    python -m hetfl.tools.results_pages --from results/tables        # refresh the default suite's data, then write
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         "run": run or "not stated (--run)",
         "from": str(tables),
         "copied": datetime.date.today().isoformat(),
-        "note": "written by python -m hetfl.results_pages --from; the files are the run's own, byte for byte",
+        "note": "written by python -m hetfl.tools.results_pages --from; the files are the run's own, byte for byte",
     }
     (target / "source.yaml").write_text(yaml.safe_dump(source, sort_keys=False, allow_unicode=True))
     return studies
@@ -403,7 +403,7 @@ def _studies_read(pages: dict[str, dict[str, dict]], suite: str) -> set[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m hetfl.results_pages", description=__doc__.split("\n\n")[0]
+        prog="python -m hetfl.tools.results_pages", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--root", default=".", help="the repository root (default: the current folder)")
     parser.add_argument(
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> None:
     for line in lines:
         print(line)
     if args.check and lines:
-        print(f"{len(lines)} row(s) differ from the data: python -m hetfl.results_pages rewrites them")
+        print(f"{len(lines)} row(s) differ from the data: python -m hetfl.tools.results_pages rewrites them")
         sys.exit(1)
 
 

@@ -514,7 +514,7 @@ def plot_figure(
     is wrapped to the figure's width.
 
     Args:
-        long: the tidy table of :func:`hetfl.aggregate.load_runs`.
+        long: the tidy table of :func:`hetfl.pipeline.aggregate.load_runs`.
         fig: a figure from :func:`normalize_figures`.
         out_png: path of the PNG; out_pdf: optional path of a PDF of the same figure.
         title_prefix: put before the figure's title (e.g. the study name).
@@ -723,7 +723,7 @@ def draw(
 
     Args:
         fig: a figure from :func:`normalize_figures`.
-        long, status: the study's tables (:func:`hetfl.aggregate.load_runs`).
+        long, status: the study's tables (:func:`hetfl.pipeline.aggregate.load_runs`).
         artifacts: (run, seed) -> the run's ``artifacts.npz``, for kinds drawn from recorded arrays.
 
     Raises:

@@ -1,11 +1,11 @@
 """Cost estimate of a suite's training jobs (e.g. the paper-scale suite) from the measured default suite.
 
-    python -m hetfl.plan --configfile config/paper.yaml [--select a,b] [--benchmarks results/benchmarks]
+    python -m hetfl.tools.plan --configfile config/paper.yaml [--select a,b] [--benchmarks results/benchmarks]
                          [--runs results/runs]
 
 Lists the training jobs the workflow would plan for the suite (as Snakemake reads it: the ``--configfile``
 files merged key by key, or ``config/config.yaml`` when none is given, and their ``study_files`` loaded:
-``hetfl.config.load_config``; its ``select``, or ``--select``;
+``hetfl.pipeline.config.load_config``; its ``select``, or ``--select``;
 a tuned run's grid points on their tuning seeds too) and estimates their
 cost from the default suite's measured jobs: each finished training job leaves Snakemake's
 ``benchmark:`` table ``results/benchmarks/train/<study>/<run>/seed=<s>.tsv`` (column ``s``: wall
@@ -37,7 +37,7 @@ on one core (the workflow gives a training job one thread), where
   ``hetfl.algorithms``, same environment; marked ``family``). A small model's ``c`` includes the
   per-step overhead that a large model amortizes, so extrapolating up in size overestimates.
 
-**Memory.** Each job's ``mem_mb`` is what the workflow asks the cluster for (``hetfl.resources``: the
+**Memory.** Each job's ``mem_mb`` is what the workflow asks the cluster for (``hetfl.pipeline.resources``: the
 process, the dataset, and the clients' stacked state, or the run's ``memory_budget`` when it sets one:
 ``hetfl.engine.memory``). With ``--profile`` (a Snakemake profile whose ``set-resources: train: mem_mb``
 caps every training job) or ``--node-mem-mb``, the jobs asking for more are listed before anything is
@@ -83,14 +83,14 @@ import pandas as pd
 import yaml
 
 from hetfl.algorithms import get_algorithm
-from hetfl.config import FEDERATION, build_suite, load_config, merge_config  # noqa: F401 (re-exported)
 from hetfl.data import dataset_info
 from hetfl.engine.execution import execution_path, forward_flops
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
-from hetfl.records import RunRecord
-from hetfl.resources import train_resources
+from hetfl.pipeline.config import FEDERATION, build_suite, load_config, merge_config  # noqa: F401 (re-exported)
+from hetfl.pipeline.records import RunRecord
+from hetfl.pipeline.resources import train_resources
 
 EVAL_COST = 1 / 3
 """Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
@@ -711,7 +711,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hetfl.plan", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hetfl.tools.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--configfile",
         nargs="*",

@@ -75,8 +75,8 @@ def write_json(path: Path | str, obj: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A training job's record, ``run.json``: what ran, how it ended, where and how fast (``hetfl.train``
-    writes it; the aggregate stage, ``hetfl.plan`` and the benchmarks read it).
+    """A training job's record, ``run.json``: what ran, how it ended, where and how fast (``hetfl.pipeline.train``
+    writes it; the aggregate stage, ``hetfl.tools.plan`` and the benchmarks read it).
 
     Attributes:
         study, run, algorithm, seed: what ran. status: ``ok`` or ``diverged`` (a non-finite loss or model:

@@ -2,7 +2,7 @@
 
 Called by ``workflow/scripts/train.py``; usable without Snakemake:
 
-    from hetfl.train import train
+    from hetfl.pipeline.train import train
     info = train(spec, seed=0, data="results/data/mnist5k/data.npz",
                  partition="results/partitions/.../seed=0/clients.npz", outputs=paths)
 """
@@ -40,8 +40,8 @@ from hetfl.engine.memory import (
 from hetfl.engine.participation import participation_schedule
 from hetfl.engine.runner import run_rounds
 from hetfl.models import build_model
+from hetfl.pipeline.records import MetricsWriter, RunRecord
 from hetfl.problems import build_problem
-from hetfl.records import MetricsWriter, RunRecord
 
 
 @dataclass
@@ -81,7 +81,7 @@ def checkpoint_key(spec: dict[str, Any], seed: int, code: str = "") -> str:
 
 def apply_choice(spec: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
     """A tuned run's spec with the chosen hyper-parameters in place (and ``tuned``: the choice), as its
-    training job runs it and its ``run.json`` records it (``hetfl.tuning``: how the choice is made).
+    training job runs it and its ``run.json`` records it (``hetfl.pipeline.tuning``: how the choice is made).
 
     Args:
         spec: the run's resolved spec (``RunSpec.as_dict``); choice: the ``tune`` stage's choice.
@@ -204,7 +204,7 @@ def build_algorithm(spec: dict[str, Any], env, seed: int):
     """The algorithm of ``spec`` on its built environment ``env`` (a ``Federation`` or a generated problem),
     as a training job builds it: hyper-parameters checked (``ConfigError`` naming the run's key), ``rounds``
     = the run's T (``spec["rounds"]``, for what depends on the run's length: a cosine schedule) and the
-    models it scores (``eval_models``, ``hetfl.config``)."""
+    models it scores (``eval_models``, ``hetfl.pipeline.config``)."""
     environment = spec["problem"]["name"] if "problem" in spec else "federation"
     cls = get_algorithm(spec["algorithm"], environment=environment)
     hp = cls.Hyperparameters.from_dict(spec["hyperparameters"], f"studies.{spec['study']}.runs.{spec['run']}")
@@ -222,7 +222,7 @@ def apply_memory_budget(
     batched call and limit the model's calls to them. None for a generated problem (no batched model).
     A float32 model whose rows are not exact whatever the rows per call (``BatchedModel.rows_exact_in_float32``:
     convolutions) is split only with ``split_inexact``, which the training job sets when the budget is part
-    of the run's spec (``hetfl.config.budget_changes_results``): never under ``auto`` (its results must not
+    of the run's spec (``hetfl.pipeline.config.budget_changes_results``): never under ``auto`` (its results must not
     depend on the machine's memory) nor under a budget from the command line (``--set-resources``). What the
     plan leaves free holds the evaluation's gathered blocks (``Federation.eval_cache_bytes``: the same sums).
 
@@ -279,7 +279,7 @@ def train(
     """Train one (study, run, seed) and write its outputs.
 
     Args:
-        spec: the resolved run spec (``hetfl.config.Study.run_json``, parsed).
+        spec: the resolved run spec (``hetfl.pipeline.config.Study.run_json``, parsed).
         seed: the run seed.
         data: the dataset ``.npz``; partition: the partition ``.npz`` (both None for a generated problem).
         outputs: where to write metrics, per-client metrics, run record and final model.
@@ -293,7 +293,7 @@ def train(
             clients one batched call takes; the results do not depend on it (so it is not part of the spec).
 
     Returns:
-        The run record written to ``outputs.info`` (:class:`hetfl.records.RunRecord`; status ``ok`` or
+        The run record written to ``outputs.info`` (:class:`hetfl.pipeline.records.RunRecord`; status ``ok`` or
         ``diverged``).
     """
     threads = max(1, int(threads))
@@ -311,7 +311,9 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         )
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
-    in_spec = "memory_budget" in spec  # a budget its results depend on (hetfl.config.budget_changes_results)
+    in_spec = (
+        "memory_budget" in spec
+    )  # a budget its results depend on (hetfl.pipeline.config.budget_changes_results)
     budget = spec["memory_budget"] if in_spec else memory_budget
     env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device))
     memory = apply_memory_budget(env, algorithm, budget, device, split_inexact=in_spec)

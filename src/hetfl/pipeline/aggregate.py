@@ -41,7 +41,7 @@ from scipy import stats
 
 from hetfl.errors import ConfigError
 from hetfl.metrics import parse_metric
-from hetfl.records import RunRecord
+from hetfl.pipeline.records import RunRecord
 
 LONG_COLUMNS = ["study", "run", "algorithm", "seed", "round", "metric", "value"]
 STATUS_COLUMNS = ["study", "run", "algorithm", "seed", "status", "diverged_round", "wall_time_s"]
@@ -465,7 +465,7 @@ def summary_markdown(
         metrics: the metrics, in order (default: every metric of the summary, sorted).
         paper: optional reference numbers.
         tuned: ``{run: its tune block}`` of the runs whose hyper-parameters were chosen on validation
-            data (``hetfl.tuning``): marked ``‡``, with a legend line each.
+            data (``hetfl.pipeline.tuning``): marked ``‡``, with a legend line each.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -593,7 +593,7 @@ CLIENT_ROUNDS_COLUMNS = ["study", "run", "metric", "seed", "round", "n_clients",
 def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     """The distribution over clients of each per-client metric at every round that records it, per seed:
     ``clients_rounds.csv``, what the claims' ``client_mean``, ``client_std`` and ``worst10`` read
-    (``hetfl.claims``).
+    (``hetfl.pipeline.claims``).
 
     Over the clients with a finite value at that round, the statistics of :func:`client_seed_stats`:
     ``client_mean`` (unweighted), ``client_std`` (ddof=0) and ``worst10`` (the mean of the worst

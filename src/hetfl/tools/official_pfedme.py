@@ -1,8 +1,8 @@
 """Time the official pFedMe code (github.com/CharlieDinh/pFedMe) on hetfl's data, beside hetfl, the same day.
 
-``python -m hetfl.bench --official --official-code PATH`` (PATH: a checkout of the official repository, which
+``python -m hetfl.tools.bench --official --official-code PATH`` (PATH: a checkout of the official repository, which
 this project does not ship) measures the official code's seconds per round instead of quoting the figures in
-``hetfl.bench.OFFICIAL``: machine speed drifts from day to day (and with the torch version), so only
+``hetfl.tools.bench.OFFICIAL``: machine speed drifts from day to day (and with the torch version), so only
 timings taken in the same sitting are comparable.
 
 How: the federation of a study (the same clients, samples and order as hetfl's run) is written in the
@@ -108,7 +108,7 @@ def time_rounds(
     Raises:
         RuntimeError: the subprocess failed (its stderr's end in the message).
     """
-    command = [sys.executable, "-m", "hetfl.official_pfedme", "--root", str(root), "--dataset", dataset]
+    command = [sys.executable, "-m", "hetfl.tools.official_pfedme", "--root", str(root), "--dataset", dataset]
     command += ["--rounds", str(rounds + 1), "--arguments", json.dumps(arguments), "--threads", str(threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -183,7 +183,9 @@ def _run(root: Path, dataset: str, arguments: dict, rounds: int, threads: int) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="one official-code timing (hetfl.bench --official-code)")
+    parser = argparse.ArgumentParser(
+        description="one official-code timing (hetfl.tools.bench --official-code)"
+    )
     parser.add_argument("--root", required=True)
     parser.add_argument("--dataset", required=True, choices=sorted(DATASETS.values()))
     parser.add_argument("--rounds", type=int, required=True)

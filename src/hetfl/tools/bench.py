@@ -1,11 +1,11 @@
 """Speed benchmarks: the batched engine against the sequential per-client reference, and against the
 official pFedMe code at equal work.
 
-    python -m hetfl.bench                       # FedAvg and pFedMe of the default study
-    python -m hetfl.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
-    python -m hetfl.bench --official            # the rows of the official-code table (docs/speed.md)
-    python -m hetfl.bench --official --repeat 3 # the same, best of 3 passes
-    python -m hetfl.bench --official --official-code ~/pFedMe  # and time the official code now, same data
+    python -m hetfl.tools.bench                       # FedAvg and pFedMe of the default study
+    python -m hetfl.tools.bench --study pfedme_mnist --runs pfedme --rounds 10 --configfile my.yaml
+    python -m hetfl.tools.bench --official            # the rows of the official-code table (docs/speed.md)
+    python -m hetfl.tools.bench --official --repeat 3 # the same, best of 3 passes
+    python -m hetfl.tools.bench --official --official-code ~/pFedMe  # and time the official code now, same data
 
 Default mode: both implementations train the same study run on the same data, partition, seed,
 participation and minibatches, with one torch thread; evaluation is excluded. Prints rounds per second of
@@ -20,7 +20,7 @@ round alone, of the round plus the evaluation of the models the official code ev
 model hetfl reports, printed beside the official code's seconds per round measured on this project's
 machine type (2-core AMD EPYC, one thread, idle: :data:`OFFICIAL`), or, with ``--official-code`` (a checkout
 of the official repository), beside the official code timed in the same sitting on the same data
-(``hetfl.official_pfedme``): the only comparison that does not depend on the day's machine speed.
+(``hetfl.tools.official_pfedme``): the only comparison that does not depend on the day's machine speed.
 A benchmark, not a test: the numbers depend on the machine.
 """
 
@@ -36,15 +36,15 @@ from pathlib import Path
 import torch
 from threadpoolctl import threadpool_limits
 
-from hetfl.config import build_suite, load_config
 from hetfl.data import load_dataset, make_partition
 from hetfl.data.dataset import Dataset
 from hetfl.engine.federation import Federation
 from hetfl.engine.participation import participation_schedule
 from hetfl.models import build_model
-from hetfl.official_pfedme import DATASETS, export, official_arguments, time_rounds, workspace
+from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.train import build_algorithm, pick_device
 from hetfl.reference import references
-from hetfl.train import build_algorithm, pick_device
+from hetfl.tools.official_pfedme import DATASETS, export, official_arguments, time_rounds, workspace
 
 
 def _dataset(study) -> Dataset:
@@ -110,7 +110,7 @@ OFFICIAL = {  # seconds per round of the official pFedMe code (with / without it
 }
 """The official pFedMe code (github.com/CharlieDinh/pFedMe, master caf24b1, with the study's
 hyper-parameters) on the same data, seconds per round with its per-round evaluation / without it, timed
-by ``--official-code`` (``hetfl.official_pfedme``; per-round medians, best of 2 passes, torch 2.13 CPU)
+by ``--official-code`` (``hetfl.tools.official_pfedme``; per-round medians, best of 2 passes, torch 2.13 CPU)
 on this project's machine type (2-core AMD EPYC, one thread) on 2026-11-24, in the same sitting as the
 hetfl figures of that day in docs/speed.md. An earlier day's figures for the same runs (0.642 / 0.532, 0.187 / 0.118,
 0.352 / 0.259, 3.864 / 2.574, 0.526 / 0.062, 0.749 / 0.137) had the official FedAvg and Per-FedAvg on
@@ -170,7 +170,7 @@ def bench_official(
     speed varies over minutes on shared hosts, and the fastest pass is the one least disturbed.
 
     With ``official_code`` (a checkout of the official pFedMe repository) the official code is timed too, in
-    the same passes, on the same data (``hetfl.official_pfedme``, ``official_rounds`` rounds after a warm-up),
+    the same passes, on the same data (``hetfl.tools.official_pfedme``, ``official_rounds`` rounds after a warm-up),
     and its figures replace :data:`OFFICIAL`'s (``official_measured`` True in the rows).
 
     Raises:

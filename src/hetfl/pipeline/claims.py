@@ -22,7 +22,7 @@ Grammar of ``check``:
   ``test_loss_*``, ``train_loss_*``, ``val_*``): ``client_mean(x)`` (unweighted mean over the clients),
   ``client_std(x)`` (their std, ddof=0) and ``worst10(x)`` (the mean of the worst 10 %), each per seed at
   the round the claim's ``at`` selects, or the statistic given: ``worst10(best(x))``, ``client_std(at(x,
-  100))``, ``worst10(last(x, 5))`` (the mean over the last 5 rounds) (:func:`hetfl.aggregate
+  100))``, ``worst10(last(x, 5))`` (the mean over the last 5 rounds) (:func:`hetfl.pipeline.aggregate
   .client_stat_values`, from ``clients_rounds.csv``);
 - seed ranges: ``seedmin(x)`` and ``seedmax(x)``, the smallest and largest value over the seeds of
   ``x`` (an operand or a statistic of one), the same for every seed: ``seedmin(at(x, 0)) <= 14 <=
@@ -36,7 +36,7 @@ Parsing never evaluates the text: operands are replaced by placeholders and the 
 parsed by :mod:`ast` and checked against a whitelist of node types; evaluation walks that tree.
 
 A claim ``holds`` when its comparison holds on the seed means of its operands (statistics follow
-:mod:`hetfl.aggregate`: a diverged seed has no value and is left out of the mean). The same
+:mod:`hetfl.pipeline.aggregate`: a diverged seed has no value and is left out of the mean). The same
 expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree, and
 each comparison's per-seed difference gives a paired 95 % interval over seeds (:func:`paired_interval`)
 from which a claim's statistical status follows (:func:`claim_status`: holds, holds within noise,
@@ -57,7 +57,9 @@ import numpy as np
 from hetfl.errors import ConfigError
 from hetfl.metrics import CLIENT_METRICS
 
-if TYPE_CHECKING:  # pandas and hetfl.aggregate (scipy) are imported where claims are checked, so that
+if (
+    TYPE_CHECKING
+):  # pandas and hetfl.pipeline.aggregate (scipy) are imported where claims are checked, so that
     # validating a config (every training job does) does not pay for them
     import pandas as pd
 
@@ -66,7 +68,7 @@ FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
 SEED_RANGE = ("seedmin", "seedmax")
 """Functions of an operand or statistic over seeds (a constant across seeds)."""
 CLIENT_FUNCTIONS = ("client_mean", "client_std", "worst10")
-"""Statistics over the clients of a per-client metric (``hetfl.aggregate.CLIENT_STATS``), per seed."""
+"""Statistics over the clients of a per-client metric (``hetfl.pipeline.aggregate.CLIENT_STATS``), per seed."""
 CLIENT_METRIC_PREFIXES = tuple(f"{split}_{stat}_" for split, stat in CLIENT_METRICS)
 """The metrics recorded per client (``hetfl.metrics.CLIENT_METRICS``), beside ``in_cluster_weight``."""
 
@@ -89,7 +91,7 @@ _PLACEHOLDER = re.compile(r"\b_op\d+\b")
 
 @dataclass(frozen=True)
 class Term:
-    """A statistic of one metric of one run: ``stat`` as in :func:`hetfl.aggregate.seed_values`."""
+    """A statistic of one metric of one run: ``stat`` as in :func:`hetfl.pipeline.aggregate.seed_values`."""
 
     run: str
     metric: str
@@ -519,8 +521,8 @@ def check_claims(
 
     Args:
         claims: ``{id, text, check, at}`` dicts.
-        long, status: as returned by :func:`hetfl.aggregate.load_runs` (one study).
-        client_rounds: the statistics over clients at every round (``hetfl.aggregate.client_round_stats``,
+        long, status: as returned by :func:`hetfl.pipeline.aggregate.load_runs` (one study).
+        client_rounds: the statistics over clients at every round (``hetfl.pipeline.aggregate.client_round_stats``,
             ``clients_rounds.csv``), for ``client_mean``, ``client_std`` and ``worst10``; None: their operands
             have no value (undetermined).
 
@@ -547,7 +549,7 @@ def check_claims(
     """
     import pandas as pd
 
-    from hetfl.aggregate import client_stat_values, seed_values
+    from hetfl.pipeline.aggregate import client_stat_values, seed_values
 
     cache: dict[tuple[str | None, str, int | None], dict[tuple[str, str], pd.Series]] = {}
     rows = []

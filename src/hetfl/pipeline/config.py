@@ -35,7 +35,6 @@ from typing import Any
 import yaml
 
 from hetfl.algorithms import algorithm_module, get_algorithm
-from hetfl.claims import claim_terms, normalize_claims
 from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
@@ -47,10 +46,11 @@ from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.metrics import metric_names, parse_metric, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
-from hetfl.plotting import normalize_figures
+from hetfl.pipeline.claims import claim_terms, normalize_claims
+from hetfl.pipeline.plotting import normalize_figures
+from hetfl.pipeline.tuning import Tuning, parse_tune
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
 from hetfl.requires import inert_options
-from hetfl.tuning import Tuning, parse_tune
 
 STUDY_KEYS = (
     "description", "dataset", "partition", "model", "problem", "rounds", "seeds", "eval_every", "sampling",
@@ -69,7 +69,7 @@ RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, wi
     "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory); see budget_changes_results
     "eval_models": None,  # the models a run on client data scores (a subset of its algorithm's); None: all
     "execution": "batched",  # batched | loop | auto (hetfl.engine.execution); in the spec unless batched
-    "precision": "float32",  # float32 | tf32 (hetfl.train.pick_device); in the spec unless float32
+    "precision": "float32",  # float32 | tf32 (hetfl.pipeline.train.pick_device); in the spec unless float32
 }
 SPEC_UNLESS = {"execution": "batched", "precision": "float32"}
 """Settings a run's spec names only when they differ from these values: the specs (and so the results) of
@@ -93,7 +93,9 @@ class RunSpec:
     partition_id: str | None = None
     problem: dict[str, Any] | None = None  # the run's own problem options (a problem override), else None
     num_clients: int = 0
-    tune: dict[str, Any] | None = None  # the run's tune block (hetfl.tuning), whose choice it trains with
+    tune: dict[str, Any] | None = (
+        None  # the run's tune block (hetfl.pipeline.tuning), whose choice it trains with
+    )
 
     def partition_seed(self, seed: int) -> int:
         """The partition seed of run seed ``seed``: the fixed ``partition.seed`` if set, else ``seed``."""
@@ -550,10 +552,10 @@ def _check_reported(figures: list[dict], claims: list[dict], runs: dict[str, Run
 
 
 def _tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
-    """A run's validated ``tune`` block (``hetfl.tuning``); the run's spec records it.
+    """A run's validated ``tune`` block (``hetfl.pipeline.tuning``); the run's spec records it.
 
     Raises:
-        ConfigError: naming ``key`` or ``key.<field>``: see :func:`hetfl.tuning.parse_tune`; a metric the
+        ConfigError: naming ``key`` or ``key.<field>``: see :func:`hetfl.pipeline.tuning.parse_tune`; a metric the
             run does not report (no validation data: ``partition.val_fraction`` is 0); tuning seeds outside
             the study's for a run that starts from another run (``init_from``).
     """

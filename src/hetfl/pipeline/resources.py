@@ -36,10 +36,10 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
-from hetfl.config import Study
 from hetfl.data import dataset_info
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
+from hetfl.pipeline.config import Study
 
 WORK_PER_MINUTE = 1e8
 GPU_SPEEDUP = 10

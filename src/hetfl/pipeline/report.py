@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from hetfl.aggregate import CLIENTS_LEGEND, client_tables, summary_table
-from hetfl.claims import CLAIMS_LEGEND
+from hetfl.pipeline.aggregate import CLIENTS_LEGEND, client_tables, summary_table
+from hetfl.pipeline.claims import CLAIMS_LEGEND
 
 PAPERS = {
     "pfedme": "Dinh, Tran, Nguyen: Personalized Federated Learning with Moreau Envelopes (NeurIPS 2020)",
@@ -64,7 +64,7 @@ def paper_references(text: str) -> list[str]:
 
 
 def study_about(study) -> dict[str, Any]:
-    """What the report says of a study (a ``hetfl.config.Study``): paper, description, seeds, runs.
+    """What the report says of a study (a ``hetfl.pipeline.config.Study``): paper, description, seeds, runs.
 
     Returns:
         ``{"study", "paper", "description", "seeds" (count), "runs" (labels)}``, JSON-serializable.
@@ -79,7 +79,7 @@ def study_about(study) -> dict[str, Any]:
 
 
 def figure_about(study, figure: dict) -> dict[str, Any]:
-    """What a figure's caption says (``figure`` normalized by ``hetfl.plotting.normalize_figures``).
+    """What a figure's caption says (``figure`` normalized by ``hetfl.pipeline.plotting.normalize_figures``).
 
     Returns:
         :func:`study_about` plus ``figure`` (name), ``title`` (the figure's, else its name),
@@ -135,10 +135,10 @@ def summary_page(
     legend) and, when ``clients`` is given, the per-client distribution (the tables of ``clients.md``).
 
     Args:
-        summary: as returned by ``hetfl.aggregate.summarize`` (one study).
+        summary: as returned by ``hetfl.pipeline.aggregate.summarize`` (one study).
         about: :func:`study_about` of the study.
-        metrics, paper, tuned: as for ``hetfl.aggregate.summary_markdown``.
-        clients: as returned by ``hetfl.aggregate.client_summary`` (``clients.csv``), or None.
+        metrics, paper, tuned: as for ``hetfl.pipeline.aggregate.summary_markdown``.
+        clients: as returned by ``hetfl.pipeline.aggregate.client_summary`` (``clients.csv``), or None.
 
     Raises:
         ConfigError: a requested metric is not in the summary (key ``metrics``).
@@ -163,7 +163,7 @@ def _legend(lines) -> str:
 
 
 def _status_class(status: str) -> str:
-    """The CSS class of a claim's statistical status (``hetfl.claims.claim_status``)."""
+    """The CSS class of a claim's statistical status (``hetfl.pipeline.claims.claim_status``)."""
     for prefix, css in (("holds within noise", "noise"), ("holds", "yes"), ("does not hold", "no")):
         if status.startswith(prefix):
             return css
@@ -174,7 +174,7 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
     """A self-contained HTML page of a study's checked claims, ``holds`` and ``status`` coloured.
 
     Args:
-        claims: the rows of ``claims.csv`` (``hetfl.claims.check_claims``); uses id, text, check, at,
+        claims: the rows of ``claims.csv`` (``hetfl.pipeline.claims.check_claims``); uses id, text, check, at,
             holds, status, seeds_holding, comparisons, intervals, operands.
         about: :func:`study_about` of the study.
     """

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from hetfl.errors import ConfigError
 from hetfl.metrics import parse_metric
 
-if TYPE_CHECKING:  # pandas and hetfl.aggregate are imported where the selection runs
+if TYPE_CHECKING:  # pandas and hetfl.pipeline.aggregate are imported where the selection runs
     import pandas as pd
 
 TUNE_KEYS = ("grid", "seeds", "metric", "at")
@@ -136,7 +136,7 @@ def select(tuning: Tuning, long: pd.DataFrame, status: pd.DataFrame) -> tuple[pd
 
     Args:
         tuning: the run's tuning.
-        long, status: the points' records (``hetfl.aggregate.load_runs`` over every point and tuning seed).
+        long, status: the points' records (``hetfl.pipeline.aggregate.load_runs`` over every point and tuning seed).
             Only rows of ``tuning.metric`` are looked at.
 
     Returns:
@@ -150,7 +150,7 @@ def select(tuning: Tuning, long: pd.DataFrame, status: pd.DataFrame) -> tuple[pd
     import numpy as np
     import pandas as pd
 
-    from hetfl.aggregate import seed_values
+    from hetfl.pipeline.aggregate import seed_values
 
     val = long[long["metric"] == tuning.metric]  # the only rows selection reads
     values = seed_values(val, status, *_statistic(tuning.at))
