@@ -67,7 +67,7 @@ CASES = {
         {"figure": 1, "all": 1},
     ),
     "a code change in aggregate": (
-        "src/hetfl/pipeline/aggregate.py",
+        "src/hetfl/pipeline/aggregate/files.py",
         "\ndef write_csv(",
         "\n_CHANGED = True\n\n\ndef write_csv(",
         dict.fromkeys(TABLES, 1),
