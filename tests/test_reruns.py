@@ -73,7 +73,7 @@ CASES = {
         dict.fromkeys(TABLES, 1),
     ),
     "a code change in claims": (
-        "src/hetfl/pipeline/claims.py",
+        "src/hetfl/pipeline/claims_check.py",
         "\ndef claims_markdown(",
         "\n_CHANGED = True\n\n\ndef claims_markdown(",
         {"claims": 1, "report_tables": 1, "all": 1},
