@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from hetfl.errors import ConfigError
-from hetfl.pipeline.claims import check_claims, claims_markdown, normalize_claims, paired_interval
+from hetfl.pipeline.claims import normalize_claims
+from hetfl.pipeline.claims_check import check_claims, claims_markdown, paired_interval
 
 NAN = float("nan")
 # run -> {seed: (status, {metric: values at rounds 0, 1, ...})}

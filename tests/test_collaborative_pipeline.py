@@ -14,7 +14,8 @@ import torch
 from hetfl.data import dataset_info, load_dataset, make_partition
 from hetfl.errors import ConfigError
 from hetfl.pipeline.config import build_suite, load_config
-from hetfl.pipeline.plotting import draw, heatmap_matrices, normalize_figures
+from hetfl.pipeline.figures.heatmap import heatmap_matrices
+from hetfl.pipeline.plotting import draw, normalize_figures
 from hetfl.pipeline.train import RunOutputs, train
 from hetfl.problems import build_problem, normalize_problem_spec
 

@@ -22,22 +22,9 @@ import yaml
 from hetfl.models.char_lstm import CharLSTMModule
 from hetfl.pipeline.config import build_suite
 from hetfl.pipeline.records import RunRecord
-from hetfl.tools.plan import (
-    EVAL_COST,
-    Fit,
-    fits,
-    job_work,
-    load_config,
-    load_measured,
-    main,
-    merge_config,
-    model_cost,
-    path_fits,
-    path_of,
-    plan,
-    report,
-    study_table,
-)
+from hetfl.tools.plan import load_config, main, merge_config, plan, report, study_table
+from hetfl.tools.plan_fit import Fit, fits, load_measured, path_fits, path_of
+from hetfl.tools.plan_work import EVAL_COST, job_work, model_cost
 
 OVERHEAD = 2.0  # s0, seconds per job
 RATES = {"fedavg": 3e-9, "pfedme": 6e-9, "ffgg": 2e-11}  # c, seconds per work unit

@@ -9,16 +9,9 @@ import pandas as pd
 import pytest
 
 from hetfl.errors import ConfigError
-from hetfl.pipeline.plotting import (
-    axis_label,
-    fit_ylim,
-    line_styles,
-    metric_label,
-    normalize_figures,
-    plot_figure,
-    run_labels,
-    seeds_note,
-)
+from hetfl.pipeline.figures.lines import fit_ylim, plot_figure, run_labels
+from hetfl.pipeline.figures.style import axis_label, line_styles, metric_label, seeds_note
+from hetfl.pipeline.plotting import normalize_figures
 
 RUNS = ["fedavg", "pfedme-lam=15", "lam30"]
 METRICS = {"test_acc_personal", "train_loss_global"}

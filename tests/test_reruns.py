@@ -67,13 +67,13 @@ CASES = {
         {"figure": 1, "all": 1},
     ),
     "a code change in aggregate": (
-        "src/hetfl/pipeline/aggregate.py",
+        "src/hetfl/pipeline/aggregate/files.py",
         "\ndef write_csv(",
         "\n_CHANGED = True\n\n\ndef write_csv(",
         dict.fromkeys(TABLES, 1),
     ),
     "a code change in claims": (
-        "src/hetfl/pipeline/claims.py",
+        "src/hetfl/pipeline/claims_check.py",
         "\ndef claims_markdown(",
         "\n_CHANGED = True\n\n\ndef claims_markdown(",
         {"claims": 1, "report_tables": 1, "all": 1},

@@ -182,26 +182,41 @@ def follow_reference(
             expected = next(expected_rounds)
         except StopIteration:
             raise AssertionError(f"round {t}: the reference stopped after {t - 1} rounds") from None
-        models = alg.eval_models()
-        others = [name for name in expected if name not in models]
-        if others and check is None:
-            raise AssertionError(
-                f"round {t}: the reference yields {others}, not models of {algorithm}'s eval_models() "
-                f"{sorted(models)}; compare them with check="
-            )
-        for name, states in expected.items():
-            if name not in models:
-                continue
-            if isinstance(states, Mapping):  # one shared model
-                _assert_states_equal(models[name], states, atol, f"round {t}, model {name!r}", 0)
-                continue
-            if len(states) != fed.num_clients:
-                raise AssertionError(
-                    f"round {t}, model {name!r}: the reference yields {len(states)} client states, "
-                    f"the federation has {fed.num_clients} clients"
-                )
-            for i, state in enumerate(states):
-                _assert_states_equal(models[name], state, atol, f"round {t}, model {name!r}, client {i}", i)
+        _compare_round(alg, expected, t, algorithm, fed.num_clients, atol, check is not None)
         if check is not None:
             check(alg, expected, t)
     return alg
+
+
+def _compare_round(
+    alg: FederatedAlgorithm,
+    expected: Mapping[str, Any],
+    t: int,
+    algorithm: str,
+    num_clients: int,
+    atol: float,
+    checked: bool,
+) -> None:
+    """Compare the models the reference yields after round ``t`` with the batched ones (see
+    :func:`follow_reference`); entries that are not models of ``eval_models()`` are an error unless
+    ``checked`` (a ``check`` compares them)."""
+    models = alg.eval_models()
+    others = [name for name in expected if name not in models]
+    if others and not checked:
+        raise AssertionError(
+            f"round {t}: the reference yields {others}, not models of {algorithm}'s eval_models() "
+            f"{sorted(models)}; compare them with check="
+        )
+    for name, states in expected.items():
+        if name not in models:
+            continue
+        if isinstance(states, Mapping):  # one shared model
+            _assert_states_equal(models[name], states, atol, f"round {t}, model {name!r}", 0)
+            continue
+        if len(states) != num_clients:
+            raise AssertionError(
+                f"round {t}, model {name!r}: the reference yields {len(states)} client states, "
+                f"the federation has {num_clients} clients"
+            )
+        for i, state in enumerate(states):
+            _assert_states_equal(models[name], state, atol, f"round {t}, model {name!r}, client {i}", i)

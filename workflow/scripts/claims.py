@@ -10,7 +10,7 @@ log = redirect(snakemake.log[0])
 import pandas as pd  # noqa: E402
 
 from hetfl.pipeline.aggregate import write_csv  # noqa: E402
-from hetfl.pipeline.claims import check_claims, claims_markdown  # noqa: E402
+from hetfl.pipeline.claims_check import check_claims, claims_markdown  # noqa: E402
 
 long = pd.read_csv(snakemake.input.metrics)
 status = pd.read_csv(snakemake.input.status)

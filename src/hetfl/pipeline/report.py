@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from hetfl.pipeline.aggregate import CLIENTS_LEGEND, client_tables, summary_table
-from hetfl.pipeline.claims import CLAIMS_LEGEND
+from hetfl.pipeline.claims_check import CLAIMS_LEGEND
 
 PAPERS = {
     "pfedme": "Dinh, Tran, Nguyen: Personalized Federated Learning with Moreau Envelopes (NeurIPS 2020)",
@@ -163,7 +163,7 @@ def _legend(lines) -> str:
 
 
 def _status_class(status: str) -> str:
-    """The CSS class of a claim's statistical status (``hetfl.pipeline.claims.claim_status``)."""
+    """The CSS class of a claim's statistical status (``hetfl.pipeline.claims_check.claim_status``)."""
     for prefix, css in (("holds within noise", "noise"), ("holds", "yes"), ("does not hold", "no")):
         if status.startswith(prefix):
             return css
@@ -174,7 +174,7 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
     """A self-contained HTML page of a study's checked claims, ``holds`` and ``status`` coloured.
 
     Args:
-        claims: the rows of ``claims.csv`` (``hetfl.pipeline.claims.check_claims``); uses id, text, check, at,
+        claims: the rows of ``claims.csv`` (``hetfl.pipeline.claims_check.check_claims``); uses id, text, check, at,
             holds, status, seeds_holding, comparisons, intervals, operands.
         about: :func:`study_about` of the study.
     """

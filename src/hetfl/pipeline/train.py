@@ -303,34 +303,61 @@ def train(
 
 
 def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget="auto"):
+    """The steps of :func:`train`, under its thread limits: build the run, say where its memory goes, run
+    its rounds (from a checkpoint when one of this run is there), then write its model and run record."""
+    log = log or sys.stderr
     device = pick_device(spec["device"], spec.get("precision", "float32"))
     if spec.get("precision") == "tf32" and device.type != "cuda":
-        print(
-            "precision tf32: the CPU has no TensorFloat-32; the run computes in float32",
-            file=log or sys.stderr,
-        )
+        print("precision tf32: the CPU has no TensorFloat-32; the run computes in float32", file=log)
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
-    in_spec = (
-        "memory_budget" in spec
-    )  # a budget its results depend on (hetfl.pipeline.config.budget_changes_results)
+    env, algorithm, memory = _build_run(spec, seed, data, partition, device, init, memory_budget)
+    _report_memory(env, algorithm, memory, log)
+    resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
+    if resumed is not None:
+        print(f"resuming from the checkpoint after round {resumed.round}: {checkpoint.path}", file=log)
+    schedule = participation_schedule(env.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
+    outcome = _run(spec, seed, algorithm, schedule, outputs, device, log, checkpoint, resumed, start)
+    torch.save(algorithm.state_dict(), outputs.model)
+    if outputs.artifacts is not None:
+        np.savez_compressed(outputs.artifacts, **algorithm.artifacts())
+    record = _run_record(
+        spec, seed, env, algorithm, memory, device, outcome, resumed, schedule, start, rss_before
+    )
+    record.write(outputs.info)
+    if checkpoint is not None:
+        checkpoint.path.unlink(missing_ok=True)
+    return record
+
+
+def _build_run(spec, seed, data, partition, device, init, memory_budget):
+    """The run's environment, algorithm and memory plan (:func:`build`, :func:`apply_memory_budget`): under
+    the spec's ``memory_budget`` when it has one (its results depend on it:
+    ``hetfl.pipeline.config.budget_changes_results``), else under the job's."""
+    in_spec = "memory_budget" in spec
     budget = spec["memory_budget"] if in_spec else memory_budget
     env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device))
     memory = apply_memory_budget(env, algorithm, budget, device, split_inexact=in_spec)
+    return env, algorithm, memory
+
+
+def _report_memory(env, algorithm, memory: MemoryPlan | None, log: IO[str]) -> None:
+    """Say in the job's log when the memory budget is below what the run holds, and where per-client state
+    went off the device."""
     if memory is not None and not memory.fits:
         batched = getattr(algorithm.hp, "aggregation", None) == "batched"  # a round holds its S local models
         hint = "; `aggregation: sequential` would not hold the round's local models" if batched else ""
         print(
             f"memory_budget {mib(memory.budget_bytes)} MiB is below the run's resident "
             f"{mib(memory.resident_bytes)} MiB: one client per call{hint}",
-            file=log or sys.stderr,
+            file=log,
         )
     elif memory is not None and not memory.eval_fits:
         print(
             f"memory_budget {mib(memory.budget_bytes)} MiB is below the run's resident "
             f"{mib(memory.resident_bytes)} MiB plus an evaluation call's {mib(memory.eval_bytes)} MiB "
             "(an evaluation's blocks are never split: they set its sums)",
-            file=log or sys.stderr,
+            file=log,
         )
     off = {"host": "host memory", "mmap": "a memory-mapped file"}
     placed = env.states.placed if isinstance(env, Federation) else {}
@@ -339,22 +366,20 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
             print(
                 f"per-client state off the device within memory_budget {mib(memory.budget_bytes)} MiB: "
                 f"{mib(placed[where])} MiB in {what}",
-                file=log or sys.stderr,
+                file=log,
             )
-    resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
+
+
+def _run(spec, seed, algorithm, schedule, outputs, device, log, checkpoint, resumed, start):
+    """Run the rounds (after the checkpoint's, when ``resumed``), writing the metrics as they come and
+    saving checkpoints when due; returns ``run_rounds``'s outcome."""
     before_s = 0.0 if resumed is None else resumed.elapsed_s
-    if resumed is not None:
-        print(
-            f"resuming from the checkpoint after round {resumed.round}: {checkpoint.path}",
-            file=log or sys.stderr,
-        )
-    schedule = participation_schedule(env.num_clients, algorithm.clients_per_round, spec["rounds"], seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     bar = tqdm(
         total=spec["rounds"],
         desc=f"{spec['study']}/{spec['run']}/seed={seed}",
-        file=log or sys.stderr,
+        file=log,
         mininterval=5.0,
         ascii=True,
         dynamic_ncols=False,
@@ -385,10 +410,13 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
             start_round=0 if resumed is None else resumed.round,
         )
     bar.close()
-    torch.save(algorithm.state_dict(), outputs.model)
-    if outputs.artifacts is not None:
-        np.savez_compressed(outputs.artifacts, **algorithm.artifacts())
-    record = RunRecord(
+    return outcome
+
+
+def _run_record(spec, seed, env, algorithm, memory, device, outcome, resumed, schedule, start, rss_before):
+    """The run's record (``run.json``), its wall time and peak RSS measured now."""
+    before_s = 0.0 if resumed is None else resumed.elapsed_s
+    return RunRecord(
         study=spec["study"],
         run=spec["run"],
         algorithm=spec["algorithm"],
@@ -417,7 +445,3 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         versions=_versions(),
         spec=spec,
     )
-    record.write(outputs.info)
-    if checkpoint is not None:
-        checkpoint.path.unlink(missing_ok=True)
-    return record

@@ -15,7 +15,7 @@ resolved spec, ``wall_time_s`` of the training itself, ``threads``).
 **Cost model.** A training job whose resolved spec is ``x`` costs ``seconds(x) = s0 + c · W(x)`` wall seconds
 on one core (the workflow gives a training job one thread), where
 
-- ``W = R · S · τ · B · U + E · N · U / 3`` work units (:func:`job_work`): R rounds, S clients trained
+- ``W = R · S · τ · B · U + E · N · U / 3`` work units (``hetfl.tools.plan_work.job_work``): R rounds, S clients trained
   per round, τ local steps per client and round, B samples per step, U the model's parameters;
   plus E evaluations (every ``eval_every`` rounds, round 0 and the last) over the N samples of every
   client, an evaluated sample costing a third of a trained one (forward only vs forward + backward).
@@ -24,7 +24,7 @@ on one core (the workflow gives a training job one thread), where
   ``dimension``), B = 1, and an evaluation covers N = the clients.
 - ``s0`` (seconds) is the fixed cost of a job: the median over measured jobs of the benchmark's ``s``
   minus the run's ``wall_time_s`` (starting Python, imports, reading the data, writing the outputs).
-- ``c`` (seconds per work unit) is the median of ``wall_time_s / W`` over measured jobs (:class:`Fit`).
+- ``c`` (seconds per work unit) is the median of ``wall_time_s / W`` over measured jobs (``hetfl.tools.plan_fit.Fit``).
   A planned job whose run was measured (the same spec but for rounds, ``eval_every``, device, study
   and run names: a paper study running a default study's run longer, with more seeds) uses the rate
   of that run's seeds (marked ``same run``). Else it uses the rate fitted over the measured jobs of
@@ -58,7 +58,7 @@ GPU node (e.g. the default suite there: its runs take ``device: auto``) and plan
 
 **Execution paths.** A run record also says how its model's calls ran (``execution``: ``batched`` or
 ``loop``, ``hetfl.engine.execution``; ``tf32``: whether its float32 products ran in TensorFloat-32, the
-run's ``precision``). The GPU-measured jobs are also fitted per path (:func:`path_fits`; ``loop+tf32`` and so
+run's ``precision``). The GPU-measured jobs are also fitted per path (``hetfl.tools.plan_fit.path_fits``; ``loop+tf32`` and so
 on); when more than one path was measured on a GPU, a GPU job takes the fit of its own path (its
 ``execution`` resolved for CUDA, with ``+tf32`` under ``precision: tf32``; column ``path``) and the table adds
 ``gpu_hours_<path>``: its GPU-hours had every GPU job run that way. ``benchmarks/cuda/check.sh`` (step
@@ -72,375 +72,19 @@ import json
 import math
 import platform
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
-from statistics import median
-from typing import Any
 
 import pandas as pd
 import yaml
 
-from hetfl.algorithms import get_algorithm
-from hetfl.data import dataset_info
-from hetfl.engine.execution import execution_path, forward_flops
+from hetfl.engine.execution import execution_path
 from hetfl.errors import ConfigError
-from hetfl.ids import canonical_json
-from hetfl.models import build_model
-from hetfl.pipeline.config import FEDERATION, build_suite, load_config, merge_config  # noqa: F401 (re-exported)
-from hetfl.pipeline.records import RunRecord
+from hetfl.pipeline.config import build_suite, load_config, merge_config  # noqa: F401 (re-exported)
 from hetfl.pipeline.resources import train_resources
-
-EVAL_COST = 1 / 3
-"""Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
+from hetfl.tools.plan_fit import GPU, Estimate, Fit, Measured, fits, load_measured, path_fits, path_of
+from hetfl.tools.plan_work import Work, cost_key, environment, job_work
 
 DEFAULT_CONFIG = "config/config.yaml"
-SCALE_KEYS = ("rounds", "eval_every", "device", "study", "run", "execution", "precision")
-"""Spec keys a paper study may change in a measured run without changing the run (:func:`cost_key`); the
-execution path and precision are the hardware's side of the fit instead (:func:`path_of`)."""
-
-
-# ---- the work of a job ---------------------------------------------------------------------------
-
-
-@cache
-def model_cost(model_json: str, dataset_json: str) -> tuple[int, int, tuple[int, ...]]:
-    """``(P, F, sample_shape)`` of a model spec on a dataset spec (both canonical JSON).
-
-    P: parameters (every one: global, personal, adapters); F: forward FLOPs per sample (multiply-adds
-    count 2: ``hetfl.engine.execution.forward_flops``).
-    """
-    info = dataset_info(json.loads(dataset_json))
-    model = build_model(
-        json.loads(model_json), tuple(info.sample_shape), info.num_outputs or info.num_classes, info.task
-    )
-    params = sum(math.prod(shape) for shape, _ in model.shapes().values())
-    return int(params), forward_flops(model), tuple(int(d) for d in info.sample_shape)
-
-
-@dataclass(frozen=True)
-class Work:
-    """The size of one training job (see the module docstring).
-
-    Attributes:
-        rounds: R. clients: S, trained per round. steps: τ, local steps per client and round.
-        batch: B, samples per step. units: U, parameters (or problem dimension) per sample.
-        evaluations: E. eval_samples: N, samples evaluated per evaluation.
-        flops: forward FLOPs per sample of the model (0 on a generated problem).
-        model: what the fit matches analogs on: ``"<model name> <input shape> (<P> params)"``, or
-            ``"problem <name>"`` (any size of the problem).
-    """
-
-    rounds: int
-    clients: int
-    steps: float
-    batch: float
-    units: float
-    evaluations: int
-    eval_samples: float
-    flops: float
-    model: str
-
-    def total(self, units: float | None = None) -> float:
-        """W in work units (sample-parameters), with ``units`` in place of U if given."""
-        u = self.units if units is None else units
-        return (
-            self.rounds * self.clients * self.steps * self.batch * u
-            + self.evaluations * self.eval_samples * u * EVAL_COST
-        )
-
-
-def _local_steps(algorithm: str, hp: dict[str, Any], samples: float, batch: float) -> float:
-    """τ: local steps per trained client and round (module docstring), at least 1."""
-    if "tau_min" in hp and "tau_max" in hp:  # minimax: τ_i drawn from tau_min..tau_max
-        steps = (hp["tau_min"] + hp["tau_max"]) / 2
-        if hp.get("tau_unit", "steps") == "epochs":
-            steps *= math.ceil(samples / batch)
-        return max(1.0, steps)
-    tau = hp.get("local_steps") or 0
-    if hp.get("local_steps_per_client", "equal") != "equal":  # spread / uniform: mean of tau_min..tau
-        tau = (tau + (hp.get("local_steps_min") or 1)) / 2
-    if hp.get("local_steps_unit", "steps") == "epochs":  # tau_i = u_i ceil(n_i / B)
-        tau *= math.ceil(samples / batch)
-    steps = tau * (hp.get("K") or 1)  # pFedMe: K inner steps per local step
-    steps += (hp.get("personal_steps") or 0) + (hp.get("local_theta_steps") or 0)
-    if algorithm == "ffgg" and "lr_w" in hp and "batch_size" in hp:  # FFGG on client data: τ fine-tuner steps
-        steps += hp.get("tau") or 0
-    return max(1.0, float(steps))
-
-
-def _trained_clients(hp: dict[str, Any], clients: int) -> int:
-    """S: clients trained per round (pFedMe's ``train_clients: all`` trains every client)."""
-    if hp.get("train_clients") == "all":
-        return clients
-    return min(clients, hp.get("clients_per_round") or clients, hp.get("active_clients") or clients)
-
-
-def job_work(spec: dict[str, Any]) -> Work:
-    """The :class:`Work` of a training job whose resolved run spec is ``spec`` (``Study.run_json``, or
-    the ``spec`` of a ``run.json``)."""
-    hp = spec["hyperparameters"]
-    rounds = int(spec["rounds"])
-    evaluations = rounds // int(spec.get("eval_every", 1)) + 1
-    if "problem" in spec:
-        problem = spec["problem"]
-        clients = int(problem.get("num_clients", 1))
-        dims = (
-            ("d_theta", "d_w") if "d_theta" in problem else ("dim_x", "dim_y") if "dim_x" in problem else ()
-        )
-        dimension = float(sum(problem[d] for d in dims) if dims else problem.get("dimension", 1))
-        return Work(
-            rounds=rounds,
-            clients=_trained_clients(hp, clients),
-            steps=_local_steps(spec["algorithm"], hp, 1, 1),
-            batch=1.0,
-            units=dimension**2,  # a step: products with the client's D × D Gram matrices
-            evaluations=evaluations,
-            eval_samples=float(clients),
-            flops=0.0,
-            model=f"problem {problem['name']}",
-        )
-    params, flops, shape = model_cost(canonical_json(spec["model"]), canonical_json(spec["dataset"]))
-    info = dataset_info(spec["dataset"])
-    clients = int(spec["partition"]["clients"])
-    per_client = info.num_samples * (1 - float(spec["partition"].get("test_fraction") or 0)) / clients
-    batch = float(hp.get("batch_size") or per_client)  # None: full-batch gradients
-    return Work(
-        rounds=rounds,
-        clients=_trained_clients(hp, clients),
-        steps=_local_steps(spec["algorithm"], hp, per_client, batch),
-        batch=batch,
-        units=float(params),
-        evaluations=evaluations,
-        eval_samples=float(info.num_samples),
-        flops=float(flops),
-        model=f"{spec['model']['name']} {'x'.join(map(str, shape))} ({params} params)",
-    )
-
-
-def environment(spec: dict[str, Any]) -> str:
-    """``federation`` or the problem's name."""
-    return spec["problem"]["name"] if "problem" in spec else FEDERATION
-
-
-def family(algorithm: str, env: str) -> str:
-    """The algorithm's family: its package under ``hetfl.algorithms`` (``personalized``, ``minimax``...)."""
-    return get_algorithm(algorithm, environment=env).__module__.split(".")[2]
-
-
-def cost_key(spec: dict[str, Any]) -> str:
-    """What makes two runs the same for the cost: the spec without :data:`SCALE_KEYS` (rounds,
-    ``eval_every``, device, study and run names, execution path and precision), as canonical JSON."""
-    return canonical_json({k: v for k, v in spec.items() if k not in SCALE_KEYS})
-
-
-# ---- measured jobs and the fit -------------------------------------------------------------------
-
-
-@dataclass
-class Measured:
-    """A finished training job of the measured suite.
-
-    Attributes:
-        seconds: the benchmark's ``s`` (wall seconds of the whole job).
-        train_seconds: the run's ``wall_time_s`` (building the federation, training, evaluating).
-        key: :func:`cost_key` of its spec.
-        device: where it trained, ``cpu`` or ``cuda`` (the run record's ``device`` without its index);
-            device_name: the record's ``device_name`` (the GPU's name on ``cuda``).
-        path: how its model's calls ran (:func:`path_of`: ``batched``, ``loop``, ``loop+tf32``, ...).
-    """
-
-    study: str
-    run: str
-    seed: int
-    algorithm: str
-    environment: str
-    work: Work
-    seconds: float
-    train_seconds: float
-    key: str = ""
-    device: str = "cpu"
-    device_name: str = ""
-    path: str = "batched"
-
-    @property
-    def rate(self) -> float:
-        """Seconds per work unit of the training itself."""
-        return self.train_seconds / self.work.total()
-
-
-def load_measured(benchmarks: Path | str, runs: Path | str) -> list[Measured]:
-    """Every training job with a benchmark table ``<benchmarks>/train/<study>/<run>/seed=<s>.tsv`` and
-    a run record ``<runs>/<study>/<run>/seed=<s>/run.json`` (status ``ok``, not resumed from a
-    checkpoint, so that both times cover one whole run), with the device it trained on (a record
-    without one: ``cpu``). A job that trained a run's seeds in turn (``train_jobs: run``, the table
-    ``<benchmarks>/train/<study>/<run>.tsv``) counts as one job per seed whose fixed cost is the whole
-    job's (its wall seconds less its seeds' ``wall_time_s``): what a job of one seed would pay."""
-    out = []
-    base = Path(benchmarks) / "train"
-    jobs = [
-        (tsv, tsv.parent.parent.name, tsv.parent.name, [int(tsv.stem.split("=", 1)[1])])
-        for tsv in sorted(base.glob("*/*/seed=*.tsv"))
-    ]
-    for tsv in sorted(base.glob("*/*.tsv")):  # a run's job: its seeds are the run's record folders
-        seeds = sorted(
-            int(d.name.split("=", 1)[1]) for d in (Path(runs) / tsv.parent.name / tsv.stem).glob("seed=*")
-        )
-        jobs.append((tsv, tsv.parent.name, tsv.stem, seeds))
-    for tsv, study, run, seeds in jobs:
-        records = [Path(runs) / study / run / f"seed={seed}" / "run.json" for seed in seeds]
-        if not seeds or not all(r.is_file() for r in records):
-            continue
-        infos = [RunRecord.read(r) for r in records]
-        seconds = float(pd.read_csv(tsv, sep="\t")["s"].iloc[-1])
-        fixed = seconds - sum(float(i.wall_time_s) for i in infos)  # the process's, once per job
-        for seed, info in zip(seeds, infos, strict=True):
-            if info.status != "ok" or info.resumed_from_round is not None:
-                continue
-            spec = info.spec
-            out.append(
-                Measured(
-                    study=study,
-                    run=run,
-                    seed=seed,
-                    algorithm=spec["algorithm"],
-                    environment=environment(spec),
-                    work=job_work(spec),
-                    seconds=float(info.wall_time_s) + fixed,
-                    train_seconds=float(info.wall_time_s),
-                    key=cost_key(spec),
-                    device=info.device_type,
-                    device_name=str(info.device_name or ""),
-                    path=path_of(info.execution or "batched", info.tf32),
-                )
-            )
-    return out
-
-
-GPU = "cuda"
-"""The measured device whose jobs make the GPU fit (:func:`fits`)."""
-
-
-def path_of(execution: str, tf32: bool) -> str:
-    """A job's execution path for the fit: ``batched`` or ``loop`` (``hetfl.engine.execution``), with ``+tf32``
-    when its float32 products ran in TensorFloat-32 (a record before these existed: ``batched``)."""
-    return execution + ("+tf32" if tf32 else "")
-
-
-def path_fits(measured: Iterable[Measured]) -> dict[str, Fit]:
-    """The fit of the jobs measured on a GPU, per execution path (:func:`path_of`): what ``plan`` estimates
-    every GPU job under, to compare the paths (``gpu_hours_<path>``)."""
-    paths: dict[str, list[Measured]] = {}
-    for m in measured:
-        if m.device == GPU:
-            paths.setdefault(m.path, []).append(m)
-    return {path: Fit.from_measured(jobs) for path, jobs in sorted(paths.items())}
-
-
-def fits(measured: Iterable[Measured]) -> tuple[Fit, Fit | None]:
-    """``(cpu, gpu)``: the fit of the jobs measured on a CPU, and that of the jobs measured on a GPU
-    (None when there are none), each by :meth:`Fit.from_measured`."""
-    measured = list(measured)
-    on_gpu = [m for m in measured if m.device == GPU]
-    cpu = Fit.from_measured([m for m in measured if m.device != GPU])
-    return cpu, (Fit.from_measured(on_gpu) if on_gpu else None)
-
-
-@dataclass
-class Estimate:
-    """A planned job's estimated cost.
-
-    Attributes:
-        seconds: wall seconds on one core. basis: ``same run`` (the run was measured, at another scale),
-        ``measured`` (an analog of the same algorithm and model was measured), ``FLOPs`` (extrapolated from another model by FLOPs), ``family`` (from
-        the algorithm's family), or ``none`` (nothing to fit on: ``seconds`` is nan).
-        reference: the measured group the rate comes from, ``"<algorithm> on <model>"``.
-    """
-
-    seconds: float
-    basis: str
-    reference: str
-
-
-@dataclass
-class Fit:
-    """The fitted cost model: ``s0`` and a rate per (algorithm, environment, model) group.
-
-    Attributes:
-        overhead: s0, seconds per job.
-        rates: ``(algorithm, environment, model) -> seconds per work unit`` (the median).
-        counts: measured jobs per group.
-        sizes: ``model -> (F, U)`` of each measured model: forward FLOPs per sample (0 on a
-            generated problem) and work units per sample.
-        run_rates: ``cost_key -> seconds per work unit``, the median over that run's measured seeds.
-    """
-
-    overhead: float
-    rates: dict[tuple[str, str, str], float]
-    counts: dict[tuple[str, str, str], int]
-    sizes: dict[str, tuple[float, float]] = field(default_factory=dict)
-    run_rates: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def from_measured(cls, measured: Iterable[Measured]) -> Fit:
-        """Fit s0 and the rates on measured jobs (medians; see the module docstring)."""
-        measured = list(measured)
-        groups: dict[tuple[str, str, str], list[float]] = {}
-        runs: dict[str, list[float]] = {}
-        for m in measured:
-            groups.setdefault((m.algorithm, m.environment, m.work.model), []).append(m.rate)
-            runs.setdefault(m.key, []).append(m.rate)
-        overhead = median(max(0.0, m.seconds - m.train_seconds) for m in measured) if measured else 0.0
-        return cls(
-            overhead=overhead,
-            rates={k: median(v) for k, v in groups.items()},
-            counts={k: len(v) for k, v in groups.items()},
-            sizes={m.work.model: (m.work.flops, m.work.units) for m in measured},
-            run_rates={k: median(v) for k, v in runs.items() if k},
-        )
-
-    def _nearest(self, keys: list[tuple[str, str, str]], work: Work) -> tuple[str, str, str]:
-        """The group of ``keys`` whose model is nearest the job's in forward FLOPs per sample (in
-        parameters on a generated problem), on a log scale; ties: more measured jobs."""
-
-        def size(flops: float, units: float) -> float:
-            return math.log(max(flops if flops > 0 else units, 1.0))
-
-        job = size(work.flops, work.units)
-        return min(keys, key=lambda k: (abs(size(*self.sizes[k[2]]) - job), -self.counts[k]))
-
-    def _scaled(self, key: tuple[str, str, str], work: Work) -> float:
-        """Rate of ``key`` times W, the job's U taken as its FLOPs per sample over the reference
-        model's FLOPs per unit (U itself on a generated problem or a model without FLOPs)."""
-        ref_flops, ref_units = self.sizes[key[2]]
-        units = work.flops * ref_units / ref_flops if ref_flops > 0 and work.flops > 0 else work.units
-        return self.rates[key] * work.total(units)
-
-    def estimate(self, algorithm: str, env: str, work: Work, key: str = "") -> Estimate:
-        """The estimated wall seconds of a job of ``algorithm`` on ``env`` with size ``work`` and
-        :func:`cost_key` ``key``: from the same run measured (``same run``), else from the measured
-        group of the same algorithm and model (``measured``), else from the algorithm's measured model
-        nearest in size, scaled by FLOPs (``FLOPs``), else from the nearest of the algorithm
-        family's (``family``)."""
-        if key in self.run_rates:
-            seconds = self.overhead + self.run_rates[key] * work.total()
-            return Estimate(seconds, "same run", f"{algorithm} on {work.model}")
-        exact = (algorithm, env, work.model)
-        if exact in self.rates:
-            seconds = self.rates[exact] * work.total()
-            return Estimate(self.overhead + seconds, "measured", f"{algorithm} on {work.model}")
-        for basis, keys in (
-            ("FLOPs", [k for k in self.rates if k[:2] == (algorithm, env)]),
-            (
-                "family",
-                [k for k in self.rates if k[1] == env and family(k[0], env) == family(algorithm, env)],
-            ),
-        ):
-            if keys:
-                key = self._nearest(keys, work)
-                return Estimate(self.overhead + self._scaled(key, work), basis, f"{key[0]} on {key[2]}")
-        return Estimate(math.nan, "none", "")
 
 
 # ---- the suite's jobs and the table ------------------------------------------------------------
@@ -469,9 +113,9 @@ def plan(
     device (the run's ``device`` setting), flops (forward FLOPs per sample), work (W, in work units), seconds
     (estimated wall seconds on one core, or holding one GPU), hardware (``cpu``: from the CPU-measured
     ``fit``, or ``gpu``: from the GPU-measured ``gpu_fit``, :func:`estimate_on`), basis and reference
-    (:class:`Estimate`).
+    (:class:`~hetfl.tools.plan_fit.Estimate`).
 
-    With ``paths`` (:func:`path_fits`), a job estimated on a GPU takes the fit of its own path when that path
+    With ``paths`` (:func:`~hetfl.tools.plan_fit.path_fits`), a job estimated on a GPU takes the fit of its own path when that path
     was measured (its ``execution`` on CUDA, ``hetfl.engine.execution.execution_path``, with ``+tf32`` under
     ``precision: tf32``; column ``path``), and gets a column ``gpu_s_<path>`` per measured path: its seconds
     had it run that way."""
@@ -640,6 +284,31 @@ def report(
     fit, gpu_fit = fits(measured)
     paths = path_fits(measured)
     jobs = plan(config, fit, gpu_fit, paths if len(paths) > 1 else None)
+    gpus = _fits_report(measured, fit, gpu_fit, paths, out)
+    _rates_report(fit, gpu_fit, paths, out)
+    hours = "core-hours on this CPU" + (f"; GPU-hours on {gpus}" if gpu_fit is not None else "")
+    print(f"\nEstimated cost of {len(jobs)} training jobs ({hours}):", file=out)
+    table = study_table(jobs)
+    if gpu_fit is None:
+        table = table.drop(columns="gpu_hours")
+    print(table.to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
+    _extrapolated_report(jobs, fit, gpu_fit, out)
+    memory_report(jobs, cap_mb, where, out)
+    unknown = jobs[jobs["basis"] == "none"]
+    if len(unknown):
+        names = ", ".join(sorted(set(unknown["algorithm"])))
+        print(
+            f"\n{len(unknown)} jobs ({names}) have no measured job of their algorithm's family on their "
+            "environment yet: not estimated (n/a), left out of the total.",
+            file=out,
+        )
+    _hardware_note(jobs, gpu_fit is not None, out)
+    return jobs
+
+
+def _fits_report(measured: list[Measured], fit: Fit, gpu_fit: Fit | None, paths: dict[str, Fit], out) -> str:
+    """Print what the CPU and GPU fits (and the GPU's execution paths) were fitted on; return the GPUs'
+    names."""
     on_cpu = [m for m in measured if m.device != GPU]
     on_gpu = [m for m in measured if m.device == GPU]
     gpus = ", ".join(sorted({m.device_name or "unnamed" for m in on_gpu}))
@@ -663,6 +332,11 @@ def report(
                 ),
                 file=out,
             )
+    return gpus
+
+
+def _rates_report(fit: Fit, gpu_fit: Fit | None, paths: dict[str, Fit], out) -> None:
+    """Print the fitted rates c per hardware (and GPU path), algorithm, environment and model."""
     rates = pd.DataFrame(
         [
             {"hardware": h, "algorithm": a, "environment": e, "model": m, "jobs": f.counts[a, e, m], "s_per_unit": r}
@@ -675,39 +349,27 @@ def report(
         print("\nRates c (median wall seconds per work unit):", file=out)
         rates = rates.sort_values(["hardware", "environment", "algorithm", "model"])
         print(rates.to_string(index=False, float_format="%.3g"), file=out)
-    hours = "core-hours on this CPU" + (f"; GPU-hours on {gpus}" if gpu_fit is not None else "")
-    print(f"\nEstimated cost of {len(jobs)} training jobs ({hours}):", file=out)
-    table = study_table(jobs)
-    if gpu_fit is None:
-        table = table.drop(columns="gpu_hours")
-    print(table.to_string(index=False, float_format="%.2f", na_rep="n/a"), file=out)
+
+
+def _extrapolated_report(jobs: pd.DataFrame, fit: Fit, gpu_fit: Fit | None, out) -> None:
+    """Print the jobs without a measured analog and the measured model each was extrapolated from."""
     scaled = jobs[jobs["basis"].isin(["FLOPs", "family"])]
-    if len(scaled):
+    if not len(scaled):
+        return
+    print(
+        "\nNo measured analog (extrapolated by forward FLOPs per sample from the nearest measured model):",
+        file=out,
+    )
+    for (study, algorithm, model, hardware, basis, reference), g in scaled.groupby(
+        ["study", "algorithm", "model", "hardware", "basis", "reference"], sort=False
+    ):
+        sizes = (gpu_fit if hardware == "gpu" else fit).sizes
+        ratio = g["flops"].iloc[0] / sizes[reference.split(" on ", 1)[1]][0]
         print(
-            "\nNo measured analog (extrapolated by forward FLOPs per sample from the nearest measured model):",
+            f"  {study}: {algorithm} on {model} ({len(g)} jobs) <- {reference}{' (GPU)' if hardware == 'gpu' else ''} "
+            f"[{basis}; {ratio:.3g}x its FLOPs per sample]",
             file=out,
         )
-        for (study, algorithm, model, hardware, basis, reference), g in scaled.groupby(
-            ["study", "algorithm", "model", "hardware", "basis", "reference"], sort=False
-        ):
-            sizes = (gpu_fit if hardware == "gpu" else fit).sizes
-            ratio = g["flops"].iloc[0] / sizes[reference.split(" on ", 1)[1]][0]
-            print(
-                f"  {study}: {algorithm} on {model} ({len(g)} jobs) <- {reference}{' (GPU)' if hardware == 'gpu' else ''} "
-                f"[{basis}; {ratio:.3g}x its FLOPs per sample]",
-                file=out,
-            )
-    memory_report(jobs, cap_mb, where, out)
-    unknown = jobs[jobs["basis"] == "none"]
-    if len(unknown):
-        names = ", ".join(sorted(set(unknown["algorithm"])))
-        print(
-            f"\n{len(unknown)} jobs ({names}) have no measured job of their algorithm's family on their "
-            "environment yet: not estimated (n/a), left out of the total.",
-            file=out,
-        )
-    _hardware_note(jobs, gpu_fit is not None, out)
-    return jobs
 
 
 def main(argv: list[str] | None = None) -> None:
