@@ -15,9 +15,18 @@ from hetfl.engine.sampler import MODES
 from hetfl.errors import ConfigError
 from hetfl.pipeline.config import STUDY_KEYS, TOP_LEVEL_KEYS, build_suite
 from hetfl.pipeline.settings import DEVICES, DTYPES, RUN_SETTINGS, TRAIN_JOBS, RunSettings
+from tests.quadratic_helpers import TINY
 from tests.test_config import config, error
+from tests.workflow_repo import copy_repo, snakemake
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+STUDY = {  # a study on a generated problem: the workflow plans it without data
+    "problem": {"name": "ffgg_quadratic", **TINY},
+    "rounds": 2,
+    "seeds": [0],
+    "defaults": {"lr_theta_factor": 1.0},
+    "runs": {"ffgg": {"algorithm": "ffgg"}},
+}
 VALUE_KEYWORDS = {"enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
                   "maxItems", "uniqueItems", "pattern", "multipleOf"}  # fmt: skip
 
@@ -90,3 +99,25 @@ def test_a_number_yaml_reads_as_text_is_taken_as_the_number():
     assert cfg["studies"]["s"]["memory_budget"] == "5e+2"  # YAML 1.1: no dot, no float
     study = build_suite(config(memory_budget="5e+2")).studies["s"]
     assert study.memory_budget("fedavg") == 500.0
+
+
+@pytest.mark.parametrize(
+    "study,key,says",
+    [
+        ({"sampling": "foo"}, "studies.s.sampling", "allowed: epoch, replacement, sequential"),
+        ({"rounds": 0}, "studies.s.rounds", "expected a positive integer, got 0"),
+        (
+            {"defaults": {"lr_theta_factor": math.nan}},
+            "studies.s.defaults.lr_theta_factor",
+            "must be a finite number",
+        ),
+    ],
+)
+def test_the_workflow_stops_a_bad_value_before_any_job_naming_its_key(tmp_path, study, key, says):
+    repo = copy_repo(tmp_path / "repo", {"studies": {"s": {**STUDY, **study}}})
+    proc = snakemake(repo, "-n", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"invalid configuration: config key '{key}'" in text and says in text, (
+        text
+    )
+    assert "rule train" not in proc.stdout and "Error validating config file" not in text
