@@ -79,7 +79,7 @@ class ConfigOptions(Options):
             expected = field.metadata.get("expected") if field is not None else None
             if not expected and key:
                 raise
-            message = f"expected {expected}, got {values[name]!r}" if expected else err.message
+            message = f"expected {expected}, got {values.get(name)!r}" if expected else err.message
             raise ConfigError(_dotted(key, name), message, err.allowed) from None
 
 
