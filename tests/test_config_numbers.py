@@ -108,7 +108,7 @@ def test_every_partition_option_rejects_non_finite_numbers(scheme, field, value)
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize(
     "name,field",
-    [(n, f) for n in model_names() for f in [*model_registry()[n].options, "split", "adapter_rank"]],
+    [(n, f) for n in model_names() for f in model_registry()[n].Options.names()],
 )
 def test_every_model_option_rejects_non_finite_numbers(name, field, value):
     with pytest.raises(ConfigError) as info:

@@ -17,7 +17,9 @@ edits it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import numbers
 import types
@@ -63,6 +65,8 @@ def option(
             ``expected <expected>, got <value>``.
     """
     meta = {"lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open, "check": check, "expected": expected}
+    if isinstance(default, list | dict | set):  # a fresh copy for each instance
+        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -149,7 +153,10 @@ class ConfigOptions(Options):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         """Option -> its default (:data:`REQUIRED` for a required one, None for one absent by default)."""
-        return {f.name: f.default for f in dataclasses.fields(cls)}
+        return {
+            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(cls)
+        }
 
     @classmethod
     def check_value(cls, name: str, value: Any, key: str) -> Any:
