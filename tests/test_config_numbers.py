@@ -14,7 +14,6 @@ import pytest
 from hetfl.algorithms import registry as algorithm_registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS
 from hetfl.data import dataset_info, dataset_names, normalize_dataset_spec, normalize_partition_spec
-from hetfl.data.partition import _common_options
 from hetfl.data.partitioners import SCHEME_MODULES
 from hetfl.data.registry import registry as dataset_registry
 from hetfl.errors import ConfigError
@@ -83,7 +82,7 @@ def test_every_problem_option_rejects_non_finite_numbers(name, field, value):
 
 
 def _dataset_options(name: str) -> list[str]:
-    return list(dataset_registry()[name].options())
+    return dataset_registry()[name].Options.names()
 
 
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
@@ -97,7 +96,7 @@ def test_every_dataset_option_rejects_non_finite_numbers(name, field, value):
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize(
     "scheme,field",
-    [(s, f) for s, module in SCHEME_MODULES.items() for f in [*_common_options(s), *module.OPTIONS]],
+    [(s, f) for s, module in SCHEME_MODULES.items() for f in module.Options.names()],
 )
 def test_every_partition_option_rejects_non_finite_numbers(scheme, field, value):
     info = dataset_info({"name": "digits"})
@@ -109,7 +108,7 @@ def test_every_partition_option_rejects_non_finite_numbers(scheme, field, value)
 @pytest.mark.parametrize("value", BAD, ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize(
     "name,field",
-    [(n, f) for n in model_names() for f in [*model_registry()[n].options, "split", "adapter_rank"]],
+    [(n, f) for n in model_names() for f in model_registry()[n].Options.names()],
 )
 def test_every_model_option_rejects_non_finite_numbers(name, field, value):
     with pytest.raises(ConfigError) as info:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hetfl.config_options import REQUIRED
 from hetfl.data import Dataset, dataset_id, dataset_info, dataset_names, load_dataset, normalize_dataset_spec
-from hetfl.data.checks import REQUIRED
 from hetfl.data.dataset import normalize_pixels
 from hetfl.data.registry import registry
 from hetfl.errors import ConfigError
@@ -40,9 +40,7 @@ def test_normalize_fills_defaults_and_canonicalizes_numbers():
     assert dataset_id({"name": "synthetic"}) != dataset_id({"name": "synthetic", "alpha": 1.0})
     assert dataset_id({"name": "synthetic"}) == "synthetic"  # defaults: the plain name
     assert dataset_id({"name": "synthetic", "alpha": 1.0}).startswith("synthetic-")
-    plain = [
-        n for n in dataset_names() if REQUIRED not in [o.default for o in registry()[n].options().values()]
-    ]
+    plain = [n for n in dataset_names() if REQUIRED not in registry()[n].Options.defaults().values()]
     assert len({dataset_id({"name": n}) for n in plain}) == len(plain) >= 8
 
 

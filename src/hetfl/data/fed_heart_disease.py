@@ -58,15 +58,17 @@ centre's patients in file order, as FLamby's ``FedHeartDisease(center=c, train=.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import importlib.util
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from hetfl.data.checks import Option, choice_check
+from hetfl.config_options import ConfigOptions
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 from hetfl.errors import DataUnavailableError
@@ -458,9 +460,11 @@ class FedHeartDisease(DatasetSource):
 
     name = NAME
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {"normalize": Option("center", choice_check(*NORMALIZATIONS))}
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """``normalize``: ``center`` (FLamby's), ``pooled`` or ``none``."""
+
+        normalize: Literal[NORMALIZATIONS] = "center"
 
     @classmethod
     def info(cls, spec, key="dataset") -> DatasetInfo:

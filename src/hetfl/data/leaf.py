@@ -24,20 +24,20 @@ the file and, where one is at fault, the user and the sample (``'train.json': us
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from hetfl.data.checks import Option
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 from hetfl.data.user_arrays import (
     Labels,
+    UserFileOptions,
     build_dataset,
     check_labels,
-    common_options,
     existing_file,
     file_stamp,
     info_from,
@@ -151,9 +151,12 @@ class LeafFiles(DatasetSource):
 
     name = "leaf"
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {"train": path_option(), "test": path_option(), **common_options()}
+    @dataclasses.dataclass(frozen=True)
+    class Options(UserFileOptions):
+        """The two files and the options of every user-file dataset."""
+
+        train: str = path_option()
+        test: str = path_option()
 
     @classmethod
     def _arrays(cls, spec: dict, key: str):

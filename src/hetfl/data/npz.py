@@ -21,20 +21,20 @@ and runs, and nothing else. Every error names the file and, where one is at faul
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import zipfile
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from hetfl.data.checks import Option
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 from hetfl.data.user_arrays import (
     Labels,
+    UserFileOptions,
     build_dataset,
     check_labels,
-    common_options,
     existing_file,
     file_stamp,
     info_from,
@@ -80,9 +80,11 @@ class NpzFile(DatasetSource):
 
     name = "npz"
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {"path": path_option(), **common_options()}
+    @dataclasses.dataclass(frozen=True)
+    class Options(UserFileOptions):
+        """The file and the options of every user-file dataset."""
+
+        path: str = path_option()
 
     @classmethod
     def _read(cls, spec: dict, key: str) -> tuple[Path, tuple[int, ...], Labels]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from hetfl.data.checks import MAX_SEED, REQUIRED, Option, check_options, float_check, int_check
+from hetfl.data.checks import check_seed
 from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.partitioners import SCHEME_MODULES
@@ -44,15 +44,6 @@ def scheme_module(scheme: str) -> str:
 
 # ----------------------------------------------------------------------------------------------------
 # specs
-
-
-def _common_options(scheme: str) -> dict[str, Option]:
-    return {
-        "clients": Option(None if scheme == "natural" else REQUIRED, int_check(lo=1)),
-        "test_fraction": Option(0.25, float_check(0.0, 1.0, lo_open=True, hi_open=True)),
-        "val_fraction": Option(None, float_check(0.0, 1.0, hi_open=True)),
-        "seed": Option(None, int_check(lo=0, hi=MAX_SEED)),
-    }
 
 
 def _check_scheme(spec: dict, key: str) -> str:
@@ -98,8 +89,7 @@ def normalize_partition_spec(spec: dict, key: str, info: DatasetInfo) -> dict:
             "remove test_fraction (or use another scheme, which pools the samples)",
         )
     module = SCHEME_MODULES[scheme]
-    options = {**_common_options(scheme), **module.OPTIONS}
-    out = check_options(spec, key, options, f"partition scheme {scheme!r}", fixed=("scheme",))
+    out = module.Options.parse(spec, key, f"partition scheme {scheme!r}", fixed=("scheme",))
     if not out.get("val_fraction"):  # 0 and omitted are the same partition (the same id)
         out.pop("val_fraction", None)
     if info.predefined_split and scheme == "natural":  # the data's own division: no test_fraction
@@ -129,7 +119,7 @@ def check_partition(spec: dict, info: DatasetInfo, seeds: list[int], key: str) -
     spec = normalize_partition_spec(spec, key, info)
     module = SCHEME_MODULES[spec["scheme"]]
     for seed in seeds:
-        seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")
+        seed = check_seed(seed, f"{key}.seed")
         module.check(spec, info, seed, key)
 
 
@@ -220,7 +210,7 @@ def make_partition_from_labels(
         predefined_split=split is not None,
     )
     spec = normalize_partition_spec(spec, key, info)
-    seed = int_check(lo=0, hi=MAX_SEED)(seed, f"{key}.seed")
+    seed = check_seed(seed, f"{key}.seed")
     assignment = SCHEME_MODULES[spec["scheme"]].assign(spec, y, users, info, seed, key)
     if split is not None and spec["scheme"] == "natural":
         split = np.asarray(split)

@@ -18,16 +18,6 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from hetfl.data.checks import (  # noqa: F401  (re-exported: the option checkers used to live here)
-    MAX_SEED,
-    REQUIRED,
-    Option,
-    bool_check,
-    check_options,
-    choice_check,
-    float_check,
-    int_check,
-)
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 from hetfl.discovery import discover
@@ -80,7 +70,7 @@ def normalize_dataset_spec(spec: dict, key: str) -> dict:
     if not isinstance(spec, Mapping):
         raise ConfigError(key, f"must be a mapping with a 'name', got {type(spec).__name__}")
     source = _source(spec.get("name"), f"{key}.name")
-    return check_options(spec, key, source.options(), f"dataset {source.name!r}", fixed=("name",))
+    return source.Options.parse(spec, key, f"dataset {source.name!r}", fixed=("name",))
 
 
 def dataset_id(spec: dict) -> str:
@@ -91,7 +81,7 @@ def dataset_id(spec: dict) -> str:
     """
     spec = normalize_dataset_spec(spec, "dataset")
     options = {k: v for k, v in spec.items() if k != "name"}
-    defaults = {k: o.default for k, o in _source(spec["name"], "dataset.name").options().items()}
+    defaults = _source(spec["name"], "dataset.name").Options.defaults()
     return (
         spec["name"]
         if options == {k: v for k, v in defaults.items() if v is not None}

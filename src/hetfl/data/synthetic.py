@@ -27,9 +27,12 @@ all other draws are exact.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from hetfl.data.checks import MAX_SEED, Option, bool_check, float_check, int_check
+from hetfl.config_options import ConfigOptions, option
+from hetfl.data.checks import MAX_SEED
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 
@@ -100,17 +103,17 @@ class Synthetic(DatasetSource):
 
     name = "synthetic"
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {
-            "alpha": Option(0.5, float_check(lo=0.0)),
-            "beta": Option(0.5, float_check(lo=0.0)),
-            "num_users": Option(100, int_check(lo=1)),
-            "dimension": Option(60, int_check(lo=1)),
-            "num_classes": Option(10, int_check(lo=2)),
-            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-            "iid": Option(False, bool_check),
-        }
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """The generator's arguments (:func:`generate_synthetic`)."""
+
+        alpha: float = option(0.5, lo=0.0)
+        beta: float = option(0.5, lo=0.0)
+        num_users: int = option(100, lo=1)
+        dimension: int = option(60, lo=1)
+        num_classes: int = option(10, lo=2)
+        seed: int = option(0, lo=0, hi=MAX_SEED)
+        iid: bool = False
 
     @classmethod
     def info(cls, spec, key="dataset") -> DatasetInfo:

@@ -20,9 +20,12 @@ h = ``client_shift`` (0.5), β_b = ``intercept_shift`` (0.5), f = ``feature_shif
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from hetfl.data.checks import MAX_SEED, Option, float_check, int_check
+from hetfl.config_options import ConfigOptions, option
+from hetfl.data.checks import MAX_SEED
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 
@@ -66,15 +69,15 @@ class SyntheticHeart(DatasetSource):
 
     name = NAME
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {
-            "signal": Option(0.7, float_check(lo=0.0)),
-            "client_shift": Option(0.5, float_check(lo=0.0)),
-            "intercept_shift": Option(0.5, float_check(lo=0.0)),
-            "feature_shift": Option(0.5, float_check(lo=0.0)),
-            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-        }
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """The generator's scales and seed (module docstring)."""
+
+        signal: float = option(0.7, lo=0.0)
+        client_shift: float = option(0.5, lo=0.0)
+        intercept_shift: float = option(0.5, lo=0.0)
+        feature_shift: float = option(0.5, lo=0.0)
+        seed: int = option(0, lo=0, hi=MAX_SEED)
 
     @classmethod
     def info(cls, spec, key="dataset") -> DatasetInfo:

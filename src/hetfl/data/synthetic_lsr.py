@@ -17,9 +17,12 @@ expectation (H = I, R_i(θ^⋆) = 0).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from hetfl.data.checks import MAX_SEED, Option, float_check, int_check
+from hetfl.config_options import ConfigOptions, option
+from hetfl.data.checks import MAX_SEED
 from hetfl.data.dataset import Dataset, DatasetInfo
 from hetfl.data.source import DatasetSource
 
@@ -80,16 +83,16 @@ class SyntheticLSR(DatasetSource):
 
     name = NAME
 
-    @classmethod
-    def options(cls) -> dict[str, Option]:
-        return {
-            "num_users": Option(20, int_check(lo=1)),
-            "dimension": Option(2, int_check(lo=1)),
-            "num_clusters": Option(2, int_check(lo=1)),
-            "samples_per_user": Option(1000, int_check(lo=2)),
-            "center_range": Option(5.0, float_check(lo=0.0, lo_open=True)),
-            "seed": Option(0, int_check(lo=0, hi=MAX_SEED)),
-        }
+    @dataclasses.dataclass(frozen=True)
+    class Options(ConfigOptions):
+        """The generator's sizes, range and seed (module docstring)."""
+
+        num_users: int = option(20, lo=1)
+        dimension: int = option(2, lo=1)
+        num_clusters: int = option(2, lo=1)
+        samples_per_user: int = option(1000, lo=2)
+        center_range: float = option(5.0, lo=0.0, lo_open=True)
+        seed: int = option(0, lo=0, hi=MAX_SEED)
 
     @classmethod
     def info(cls, spec, key="dataset") -> DatasetInfo:

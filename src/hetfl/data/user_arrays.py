@@ -23,15 +23,17 @@ file and a description, e.g. ``'train.json': user 'u3', sample 4``) and ``names`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from hetfl.data.checks import Option, choice_check, int_check, path_check
+from hetfl.config_options import REQUIRED, ConfigOptions, option
+from hetfl.data.checks import path_check
 from hetfl.data.dataset import Dataset, DatasetInfo, normalize_pixels
 from hetfl.errors import ConfigError
 
@@ -47,22 +49,21 @@ def _shape_check(value: Any, key: str) -> list[int]:
     return list(value)
 
 
-def common_options() -> dict[str, Option]:
-    """The options every user-file dataset takes besides its file paths (module docstring)."""
-    return {
-        "task": Option("auto", choice_check(*TASKS)),
-        "num_classes": Option(None, int_check(lo=1)),
-        "normalize": Option("none", choice_check("none", "zscore", "zscore_pooled")),
-        "sample_shape": Option(None, _shape_check),
-        "min_user_samples": Option(None, int_check(lo=1)),
-    }
+@dataclasses.dataclass(frozen=True)
+class UserFileOptions(ConfigOptions):
+    """The options every user-file dataset takes besides its file paths (module docstring); a dataset's
+    ``Options`` derives from it and adds its paths (:func:`path_option`)."""
+
+    task: Literal[TASKS] = "auto"
+    num_classes: int | None = option(None, lo=1)
+    normalize: Literal["none", "zscore", "zscore_pooled"] = "none"
+    sample_shape: list | None = option(None, check=_shape_check)
+    min_user_samples: int | None = option(None, lo=1)
 
 
-def path_option() -> Option:
-    """A required file path."""
-    from hetfl.data.checks import REQUIRED
-
-    return Option(REQUIRED, path_check)
+def path_option() -> Any:
+    """A field of a required file path (``hetfl.data.checks.path_check``)."""
+    return option(REQUIRED, check=path_check)
 
 
 def existing_file(spec: dict, option: str, key: str) -> Path:

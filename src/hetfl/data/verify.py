@@ -116,7 +116,7 @@ def check_natural_split(check: DataCheck, partition: dict, spec: dict, key: str,
     source = registry()[spec["name"]]
     counts = check.train_test
     name = (lambda u: check.users[u]) if check.users else (lambda u: f"user {u}")
-    drops = "min_user_samples" in source.options()
+    drops = "min_user_samples" in source.Options.names()
     empty = np.flatnonzero((counts == 0).any(axis=1))
     if empty.size:
         u = int(empty[0])
@@ -147,7 +147,7 @@ def check_natural_split(check: DataCheck, partition: dict, spec: dict, key: str,
 def _file_option(source: type[DatasetSource], spec: dict, side: int) -> str:
     """The option of the file holding the train (``side`` 0) or test (1) samples: ``train``/``test`` where
     the dataset has both options, else the option of its first file."""
-    options = source.options()
+    options = source.Options.names()
     if "train" in options and "test" in options:
         return ("train", "test")[side]
     first = source.files(spec)[0]

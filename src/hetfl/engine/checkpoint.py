@@ -31,10 +31,35 @@ from typing import Any
 
 import torch
 
+from hetfl.config_options import ConfigOptions, option
 from hetfl.errors import ConfigError
+from hetfl.options import number_from_text
 
 FORMAT = 2  # bump when the layout changes: older checkpoints are then ignored
-CHECKPOINT_DEFAULTS = {"every_rounds": None, "every_seconds": 300}
+
+
+def _seconds(value: Any, key: str) -> float:
+    """A number of seconds >= 0 (its text too), kept as given."""
+    value = number_from_text(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigError(key, "out of range")
+    return value
+
+
+@dataclass(frozen=True)
+class CheckpointOptions(ConfigOptions):
+    """The top-level ``checkpoint`` settings (:func:`resolve_checkpoint`)."""
+
+    every_rounds: int | None = option(None, lo=1, expected="an integer >= 1 or null")
+    every_seconds: float = option(300, check=_seconds, expected="a finite number of seconds >= 0")
+
+
+CHECKPOINT_DEFAULTS = CheckpointOptions.defaults()
 """The top-level ``checkpoint`` settings of the config (a policy: changing them reruns no job)."""
 
 
@@ -59,23 +84,10 @@ def resolve_checkpoint(value: Any) -> dict[str, Any]:
     Raises:
         ConfigError: unknown key or bad value, naming ``checkpoint.<key>``.
     """
-    cfg = dict(CHECKPOINT_DEFAULTS)
     value = {} if value is None else value
     if not isinstance(value, dict):
         raise ConfigError("checkpoint", f"expected a mapping, got {type(value).__name__}")
-    for k, v in value.items():
-        if k not in CHECKPOINT_DEFAULTS:
-            raise ConfigError(f"checkpoint.{k}", "unknown key", allowed=CHECKPOINT_DEFAULTS)
-        if k == "every_rounds" and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ConfigError("checkpoint.every_rounds", f"expected an integer >= 1 or null, got {v!r}")
-        if k == "every_seconds" and (
-            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
-        ):
-            raise ConfigError(
-                "checkpoint.every_seconds", f"expected a finite number of seconds >= 0, got {v!r}"
-            )
-        cfg[k] = v
-    return cfg
+    return CheckpointOptions.from_dict(value, "checkpoint").as_dict()
 
 
 def _shared_objects(root: Any, depth: int = 4) -> dict[int, tuple[str, Any]]:

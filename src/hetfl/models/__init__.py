@@ -18,11 +18,9 @@ personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4); the ``torch.func`
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from hetfl.discovery import discover
 from hetfl.errors import ConfigError
-from hetfl.models.adapters import SPLITS
 from hetfl.models.base import TASKS, BatchedModel, Params
 
 __all__ = [
@@ -97,38 +95,12 @@ def normalize_model_spec(spec: dict, key: str) -> dict:
     if name not in models:
         raise ConfigError(f"{key}.name", f"unknown model '{name}'", allowed=models)
     cls = models[name]
-    options = {**cls.options, "split": "none", "adapter_rank": 4}
     special = getattr(cls, "config_options", {})
-    for opt, value in spec.items():
-        if opt == "name" or opt in special:
-            continue
-        if opt not in options:
-            raise ConfigError(
-                f"{key}.{opt}", f"unknown option for model '{name}'", allowed=["name", *options, *special]
-            )
-        default = options[opt]
-        if opt == "split":
-            if value not in SPLITS:
-                raise ConfigError(f"{key}.split", f"unknown split {value!r}", allowed=SPLITS)
-            options[opt] = value
-            continue
-        if isinstance(default, bool):
-            ok, expected = isinstance(value, bool), "true or false"
-        elif isinstance(default, list):
-            ok = isinstance(value, list) and len(value) == 2 and all(_positive_int(v) for v in value)
-            expected = "two positive integers"
-        else:
-            ok, expected = _positive_int(value), "a positive integer"
-        if not ok:
-            raise ConfigError(f"{key}.{opt}", f"expected {expected}, got {value!r}")
-        options[opt] = value
+    typed = {k: v for k, v in spec.items() if k not in special}
+    out = cls.Options.parse(typed, key, f"model '{name}'", fixed=("name", *special))
     if special:
-        options.update(cls.normalize_config_options({k: v for k, v in spec.items() if k in special}, key))
-    return {"name": name, **options}
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+        out.update(cls.normalize_config_options({k: v for k, v in spec.items() if k in special}, key))
+    return out
 
 
 def build_model(

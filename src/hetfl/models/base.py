@@ -13,15 +13,18 @@ Each model also builds the equivalent plain ``nn.Module`` for one client (``refe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.config_options import ConfigOptions, option
 from hetfl.engine.params import Params
+from hetfl.errors import ConfigError
 from hetfl.models.adapters import SPLITS
 
 
@@ -41,6 +44,37 @@ def uniform_init(
         return torch.zeros(shape, dtype=dtype)
     bound = 1.0 / math.sqrt(fan_in)
     return (torch.rand(shape, generator=generator, dtype=torch.float64) * 2.0 - 1.0).mul_(bound).to(dtype)
+
+
+def positive(default: int) -> Any:
+    """A model option that is a positive integer (``hetfl.config_options.option``)."""
+    return option(default, lo=1, expected="a positive integer")
+
+
+def flag(default: bool) -> Any:
+    """A model option that is true or false."""
+    return option(default, expected="true or false")
+
+
+def _pair(value: Any, key: str) -> list[int]:
+    if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int and v > 0 for v in value)):
+        raise ConfigError(key, "out of range")
+    return value
+
+
+def pair(default: list[int]) -> Any:
+    """A model option that is two positive integers (``[16, 32]``)."""
+    return option(default, check=_pair, expected="two positive integers")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions(ConfigOptions):
+    """The config options every model takes: ``split`` (which parameters are personal,
+    ``hetfl.models.adapters.SPLITS``) and ``adapter_rank`` (r of the ``adapter`` split); a model's
+    ``Options`` derives from it and adds its own (:func:`positive`, :func:`flag`, :func:`pair`)."""
+
+    split: Literal[SPLITS] = "none"
+    adapter_rank: int = positive(4)
 
 
 def linear_cm(weight: Tensor, bias: Tensor, h: Tensor) -> Tensor:
@@ -85,7 +119,7 @@ class BatchedModel(ABC):
     """
 
     name: str = ""
-    options: ClassVar[dict[str, Any]] = {}  # config options besides split/adapter_rank, with defaults
+    Options: ClassVar[type[ConfigOptions]] = ModelOptions  # config options (ModelOptions and its own)
     task: str = "classification"
     rows_exact_in_float32: ClassVar[bool] = True
     """Whether a client's rows come out bit for bit the same however many clients one call takes, in

@@ -16,11 +16,13 @@ U(±1/√hidden) for every LSTM weight and bias; ``nn.Embedding``'s N(0, 1); ``n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 from torch import Tensor, nn
 
+from hetfl.models.base import ModelOptions, positive
 from hetfl.models.generic import ModelOptionError, ModuleModel
 
 
@@ -94,7 +96,15 @@ class CharLSTM(ModuleModel):
     """
 
     name = "char_lstm"
-    options = {"vocab": 80, "embed": 8, "hidden": 256, "layers": 2}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        vocab: int = positive(80)
+        embed: int = positive(8)
+        hidden: int = positive(256)
+        layers: int = positive(2)
 
     def __init__(
         self,

@@ -10,12 +10,14 @@ Batching: the C clients' channels are stacked, ``[B, C*ch, H, W]``, and each con
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hetfl.models.adapters import LoRAConv2d, LoRALinear
-from hetfl.models.base import BatchedModel, Params, linear_cm
+from hetfl.models.base import BatchedModel, ModelOptions, Params, linear_cm, pair, positive
 
 
 class CNN(BatchedModel):
@@ -31,7 +33,14 @@ class CNN(BatchedModel):
 
     name = "cnn"
     rows_exact_in_float32 = False  # grouped float32 convolutions (oneDNN): the last bit depends on the rows
-    options = {"channels": [16, 32], "kernel": 3, "hidden": 64}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        channels: list = pair([16, 32])
+        kernel: int = positive(3)
+        hidden: int = positive(64)
 
     def __init__(
         self, sample_shape, num_classes, channels=(16, 32), kernel: int = 3, hidden: int = 64, **split

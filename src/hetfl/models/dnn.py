@@ -6,6 +6,9 @@ Source: Dinh et al., pFedMe (NeurIPS 2020), Sec. 5 "nonconvex" setting; official
 
 from __future__ import annotations
 
+import dataclasses
+
+from hetfl.models.base import ModelOptions, positive
 from hetfl.models.mlp import MLP
 
 
@@ -16,7 +19,12 @@ class DNN(MLP):
     """
 
     name = "dnn"
-    options = {"hidden": 100}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        hidden: int = positive(100)
 
     def __init__(self, sample_shape, num_classes, hidden: int = 100, **split):
         super().__init__(sample_shape, num_classes, hidden=(hidden,), **split)

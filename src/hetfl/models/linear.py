@@ -7,6 +7,9 @@ docs/papers/all_for_one.md §3.3): ``bias: false``; the official code's ``nn.Lin
 
 from __future__ import annotations
 
+import dataclasses
+
+from hetfl.models.base import ModelOptions, flag
 from hetfl.models.mlp import MLP
 
 
@@ -14,7 +17,12 @@ class Linear(MLP):
     """Linear(d, K) on flattened inputs. Params: ``fc1.weight [C, K, d]`` and, with a bias, ``fc1.bias [C, K]``."""
 
     name = "linear"
-    options = {"bias": True}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        bias: bool = flag(True)
 
     def __init__(self, sample_shape, num_classes, bias: bool = True, **split):
         super().__init__(sample_shape, num_classes, hidden=(), bias=bias, **split)

@@ -17,9 +17,12 @@ relu)``, GroupNorm scale 1 and shift 0, the classifier PyTorch's default. 11,173
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hetfl.models.base import ModelOptions, positive
 from hetfl.models.generic import ModelOptionError, ModuleModel
 
 
@@ -94,7 +97,13 @@ class ResNet18(ModuleModel):
     """
 
     name = "resnet18"
-    options = {"width": 64, "norm_groups": 2}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        width: int = positive(64)
+        norm_groups: int = positive(2)
 
     def __init__(self, sample_shape, num_classes, width: int = 64, norm_groups: int = 2, **rest):
         if len(tuple(sample_shape)) != 3:

@@ -15,11 +15,13 @@ docs/papers/fedminimax.md §6).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hetfl.models.base import BatchedModel, Params, linear_cm
+from hetfl.models.base import BatchedModel, ModelOptions, Params, linear_cm, positive
 
 CONFIG_A = (1, "M", 2, "M", 4, 4, "M", 8, 8, "M", 8, 8, "M")
 """VGG-11's convolutions in units of ``width`` channels (64: 64, 128, 256, 256, 512, ...), M = max-pool."""
@@ -38,7 +40,12 @@ class VGG11(BatchedModel):
 
     name = "vgg11"
     rows_exact_in_float32 = False  # grouped float32 convolutions (oneDNN): the last bit depends on the rows
-    options = {"width": 64}
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(ModelOptions):
+        """The model's config options."""
+
+        width: int = positive(64)
 
     def __init__(self, sample_shape, num_classes, width: int = 64, **split):
         super().__init__(sample_shape, num_classes, **split)

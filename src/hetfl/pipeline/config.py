@@ -39,15 +39,14 @@ from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.engine.checkpoint import CHECKPOINT_DEFAULTS, resolve_checkpoint
-from hetfl.engine.execution import EXECUTIONS, PRECISIONS
-from hetfl.engine.memory import is_budget
-from hetfl.engine.sampler import MODES as SAMPLING_MODES
 from hetfl.errors import ConfigError
 from hetfl.ids import canonical_json
 from hetfl.metrics import metric_names, parse_metric, validation_names
 from hetfl.models import build_model, model_class, normalize_model_spec
 from hetfl.pipeline.claims import claim_terms, normalize_claims
 from hetfl.pipeline.plotting import normalize_figures
+from hetfl.pipeline.settings import RUN_SETTINGS, RunSettings, Schedule
+from hetfl.pipeline.settings import Suite as SuiteSettings
 from hetfl.pipeline.tuning import Tuning, parse_tune
 from hetfl.problems import normalize_problem_spec, problem_clients, problem_module
 from hetfl.requires import inert_options
@@ -59,23 +58,9 @@ STUDY_KEYS = (
 REQUIRED_STUDY_KEYS = ("rounds", "seeds", "runs")
 DATA_KEYS = ("dataset", "partition", "model")
 FEDERATION = "federation"
-RUN_SETTINGS = {  # per-run settings that are not algorithm hyper-parameters, with their study-level defaults
-    "eval_every": 1,
-    "sampling": "epoch",
-    "device": "auto",
-    "dtype": "float32",
-    "rounds": None,  # None: the study's rounds
-    "init_from": None,  # a run of the same study whose final global model (same seed) is this run's start
-    "memory_budget": "auto",  # MiB of a job's tensors (hetfl.engine.memory); see budget_changes_results
-    "eval_models": None,  # the models a run on client data scores (a subset of its algorithm's); None: all
-    "execution": "batched",  # batched | loop | auto (hetfl.engine.execution); in the spec unless batched
-    "precision": "float32",  # float32 | tf32 (hetfl.pipeline.train.pick_device); in the spec unless float32
-}
 SPEC_UNLESS = {"execution": "batched", "precision": "float32"}
 """Settings a run's spec names only when they differ from these values: the specs (and so the results) of
 the runs that do not set them stay what they were before the settings existed."""
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "float64")
 LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=+-]*$")
 
 
@@ -191,10 +176,6 @@ class Study:
 
 
 TOP_LEVEL_KEYS = ("select", "studies", "study_files", "checkpoint", "train_jobs")
-# ``train_jobs``: ``run``: one training job per run trains its seeds one after another (one process start,
-# about 2 s of Python and torch imports, instead of one per seed: the laptop default); ``seed``: one job per
-# seed (a cluster: the seeds run in parallel, each job is shorter). The files written are the same.
-TRAIN_JOBS = ("run", "seed")
 
 
 @dataclass
@@ -204,7 +185,7 @@ class Suite:
     studies: dict[str, Study]
     selected: list[str]
     checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
-    train_jobs: str = "run"  # TRAIN_JOBS: one training job per run (its seeds in turn) or per seed
+    train_jobs: str = "run"  # one training job per run (its seeds in turn) or per seed: settings.Suite
 
 
 def budget_changes_results(settings: dict[str, Any]) -> bool:
@@ -258,33 +239,12 @@ def expand_grid(runs: dict[str, dict], grid: dict[str, dict], key: str) -> dict[
 
 
 def _settings(values: dict[str, Any], key: str) -> dict[str, Any]:
-    out = dict(values)
-    if not isinstance(out["eval_every"], int) or isinstance(out["eval_every"], bool) or out["eval_every"] < 1:
-        raise ConfigError(f"{key}.eval_every", f"expected a positive integer, got {out['eval_every']!r}")
-    choices = (
-        ("sampling", SAMPLING_MODES), ("device", DEVICES), ("dtype", DTYPES), ("execution", EXECUTIONS),
-        ("precision", PRECISIONS),
-    )  # fmt: skip
-    for name, allowed in choices:
-        if out[name] not in allowed:
-            raise ConfigError(f"{key}.{name}", f"unknown value {out[name]!r}", allowed=allowed)
-    rounds = out["rounds"]
-    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1):
-        raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
-    if out["init_from"] is not None and not isinstance(out["init_from"], str):
-        raise ConfigError(f"{key}.init_from", f"expected a run label, got {out['init_from']!r}")
-    if out["precision"] == "tf32" and out["dtype"] != "float32":
-        raise ConfigError(
-            f"{key}.precision",
-            f"tf32 computes float32 products in TensorFloat-32; the run's dtype is {out['dtype']}",
-            allowed=("float32",),
-        )
-    if not is_budget(out["memory_budget"]):
-        raise ConfigError(
-            f"{key}.memory_budget",
-            f"expected 'auto' or a finite number of MiB > 0, got {out['memory_budget']!r}",
-        )
-    return out
+    """The run settings ``values`` (every name of ``RUN_SETTINGS``), checked (:class:`RunSettings`).
+
+    Raises:
+        ConfigError: naming ``{key}.<setting>`` (and, for a choice, the allowed values).
+    """
+    return RunSettings.from_dict(values, key).as_dict()
 
 
 def resolve_run(
@@ -429,17 +389,7 @@ def resolve_study(name: str, study: dict, data_checks: str | os.PathLike | None 
         if k not in study:
             raise ConfigError(f"{key}.{k}", "missing required study key")
     rounds, seeds = study["rounds"], study["seeds"]
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ConfigError(f"{key}.rounds", f"expected a positive integer, got {rounds!r}")
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or len(set(seeds)) != len(seeds)
-        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
-    ):
-        raise ConfigError(
-            f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
-        )
+    Schedule.from_dict({"rounds": rounds, "seeds": seeds}, key)
 
     base = {name: study.get(name, default) for name, default in RUN_SETTINGS.items()}
     _settings(base, key)  # a bad study-level setting is named where it is set, not under its first run
@@ -899,10 +849,8 @@ def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> S
     for name in select:
         if name not in studies:
             raise ConfigError("select", f"unknown study '{name}'", allowed=studies)
-    train_jobs = config.get("train_jobs", "run")
-    if train_jobs not in TRAIN_JOBS:
-        raise ConfigError("train_jobs", f"unknown value {train_jobs!r}", allowed=TRAIN_JOBS)
-    return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")), train_jobs)
+    settings = SuiteSettings.from_dict({k: config[k] for k in ("train_jobs",) if k in config}, "")
+    return Suite(studies, list(select), resolve_checkpoint(config.get("checkpoint")), settings.train_jobs)
 
 
 def train_modules(algorithm: str, problem: str | None = None, model: str | dict | None = None) -> list[str]:

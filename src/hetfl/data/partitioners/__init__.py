@@ -1,6 +1,7 @@
 """The partition schemes, one module each, with the same four members.
 
-- ``OPTIONS``: the scheme's own config options (``hetfl.data.registry.Option``);
+- ``Options``: the scheme's config options, a frozen dataclass derived from
+  ``hetfl.data.partitioners.common.PartitionOptions`` (the options every scheme takes) that adds its own;
 - ``validate(spec, key, info) -> spec``: static checks against a ``DatasetInfo``, info-dependent defaults;
 - ``check(spec, info, seed, key)``: seed-dependent feasibility from the info alone;
 - ``assign(spec, y, users, info, seed, key) -> Assignment``: the clients' index lists before the

@@ -18,14 +18,16 @@ docs/papers/all_for_one.md §3.4). ``by`` chooses what separates the clusters:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from typing import Literal
 
 import numpy as np
 
-from hetfl.data.checks import Option, choice_check, int_check
+from hetfl.config_options import option
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.partitioners.common import Assignment, min_client_size, split_sizes, stream
+from hetfl.data.partitioners.common import Assignment, PartitionOptions, min_client_size, split_sizes, stream
 from hetfl.data.transforms import label_permutation, pixel_permutation
 from hetfl.errors import ConfigError
 
@@ -51,12 +53,14 @@ def _angles_check(value, key):
     return [float(a) for a in value]
 
 
-OPTIONS = {
-    "num_clusters": Option(2, int_check(lo=1)),
-    "by": Option("labels", choice_check(*BY)),
-    "groups": Option(None, _groups_check),
-    "angles": Option(None, _angles_check),
-}
+@dataclasses.dataclass(frozen=True)
+class Options(PartitionOptions):
+    """The common options, ``num_clusters``, ``by``, ``groups`` and ``angles`` (module docstring)."""
+
+    num_clusters: int = option(2, lo=1)
+    by: Literal[BY] = "labels"
+    groups: list | None = option(None, check=_groups_check)
+    angles: list | None = option(None, check=_angles_check)
 
 
 def cluster_clients(clients: int, num_clusters: int, cluster: int) -> list[int]:
@@ -77,9 +81,9 @@ def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
     K, N, C, by = spec["num_clusters"], spec["clients"], info.num_classes, spec["by"]
     if K > N:
         raise ConfigError(f"{key}.num_clusters", f"{K} clusters > {N} clients", allowed=range(1, N + 1))
-    for option, owner in (("groups", "labels"), ("angles", "rotate")):
-        if option in spec and by != owner:
-            raise ConfigError(f"{key}.{option}", f"only used with by: {owner} (by is {by!r})")
+    for name, owner in (("groups", "labels"), ("angles", "rotate")):
+        if name in spec and by != owner:
+            raise ConfigError(f"{key}.{name}", f"only used with by: {owner} (by is {by!r})")
     need = min_client_size(spec["test_fraction"])
     if by == "labels":
         if "groups" not in spec:

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from hetfl.config_options import REQUIRED, ConfigOptions, option
+from hetfl.data.checks import MAX_SEED
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionOptions(ConfigOptions):
+    """The options every partition scheme takes; a scheme's ``Options`` derives from it and adds its own.
+
+    ``clients`` (required but for ``natural``), ``test_fraction`` (each client's test share, in (0, 1)),
+    ``val_fraction`` (the share of its training samples held out for validation, in [0, 1); absent: none),
+    ``seed`` (a fixed partition seed; absent: the run's seed).
+    """
+
+    clients: int = option(REQUIRED, lo=1)
+    test_fraction: float = option(0.25, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    val_fraction: float | None = option(None, lo=0.0, hi=1.0, hi_open=True)
+    seed: int | None = option(None, lo=0, hi=MAX_SEED)
+
 
 # independent numpy streams derived from one partition seed (SeedSequence spawn keys)
 _STREAMS = ("counts", "assign", "split", "transforms", "val")

@@ -17,17 +17,24 @@ known from FL-bench #29 and PFLlib #130).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from hetfl.data.checks import Option, float_check, int_check
+from hetfl.config_options import option
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.partitioners.common import Assignment, min_client_size, stream
+from hetfl.data.partitioners.common import Assignment, PartitionOptions, min_client_size, stream
 from hetfl.errors import ConfigError
 
-OPTIONS = {
-    "alpha": Option(0.5, float_check(lo=0.0, lo_open=True)),
-    "min_size": Option(10, int_check(lo=1)),
-}
+
+@dataclasses.dataclass(frozen=True)
+class Options(PartitionOptions):
+    """The common options, the concentration ``alpha`` > 0 and each client's ``min_size``."""
+
+    alpha: float = option(0.5, lo=0.0, lo_open=True)
+    min_size: int = option(10, lo=1)
+
+
 MAX_TRIES = 1000
 
 

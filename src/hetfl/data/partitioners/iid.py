@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.partitioners.common import Assignment, stream
+from hetfl.data.partitioners.common import Assignment, PartitionOptions, stream
 
-OPTIONS: dict = {}
+
+@dataclasses.dataclass(frozen=True)
+class Options(PartitionOptions):
+    """The common options only."""
 
 
 def validate(spec: dict, key: str, info: DatasetInfo) -> dict:

@@ -6,13 +6,21 @@ records it as the client's cluster.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from hetfl.config_options import option
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.partitioners.common import Assignment, min_client_size
+from hetfl.data.partitioners.common import Assignment, PartitionOptions, min_client_size
 from hetfl.errors import ConfigError
 
-OPTIONS: dict = {}
+
+@dataclasses.dataclass(frozen=True)
+class Options(PartitionOptions):
+    """The common options, ``clients`` optional (the number of users, which it must equal)."""
+
+    clients: int | None = option(None, lo=1)
 
 
 def validate(spec: dict, key: str, info: DatasetInfo) -> dict:

@@ -31,18 +31,24 @@ the clients holding it, in client order. How a label's samples are divided among
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Literal
+
 import numpy as np
 
-from hetfl.data.checks import Option, choice_check, int_check
+from hetfl.config_options import option
 from hetfl.data.dataset import DatasetInfo
-from hetfl.data.partitioners.common import Assignment, min_client_size, split_sizes, stream
+from hetfl.data.partitioners.common import Assignment, PartitionOptions, min_client_size, split_sizes, stream
 from hetfl.errors import ConfigError
 
-OPTIONS = {
-    "labels_per_client": Option(2, int_check(lo=1)),
-    "sizes": Option("pfedme", choice_check("equal", "pfedme")),
-    "overlap": Option("disjoint", choice_check("disjoint", "faithful")),
-}
+
+@dataclasses.dataclass(frozen=True)
+class Options(PartitionOptions):
+    """The common options, ``labels_per_client``, ``sizes`` and ``overlap`` (module docstring)."""
+
+    labels_per_client: int = option(2, lo=1)
+    sizes: Literal["equal", "pfedme"] = "pfedme"
+    overlap: Literal["disjoint", "faithful"] = "disjoint"
 
 
 def client_labels(client: int, labels_per_client: int, num_classes: int) -> list[int]:
