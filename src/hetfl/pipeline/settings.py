@@ -4,9 +4,10 @@ The schema (``workflow/schemas/config.schema.yaml``) checks the config's structu
 which are required, which hold a mapping or a list. Every value is checked here, by the same mechanism
 as a dataset's or a partition's options (``hetfl.config_options.ConfigOptions``, an
 ``hetfl.options.Options``): a frozen dataclass whose fields' types (``Literal[...]`` for a choice) and ranges
-say what is valid, and whose errors name the dotted key and the allowed values. :class:`Suite` holds the top-level settings, :class:`Schedule` a study's ``rounds`` and
-``seeds``, :class:`RunSettings` the engine and schedule settings a study sets for its runs and a run may
-override (``sampling``, ``device``, ``dtype``, ``execution``, ``precision``, ``eval_every``, ...).
+say what is valid, and whose errors name the dotted key and the allowed values. :class:`Suite` holds the
+top-level settings, :class:`Schedule` a study's ``rounds`` and ``seeds``, :class:`RunSettings` the engine and
+schedule settings a study sets for its runs and a run may override (``sampling``, ``device``, ``dtype``,
+``execution``, ``precision``, ``eval_every``, ...).
 
 This module is read when the config is resolved (``hetfl.pipeline.config``), never by a job: it is in
 no job's code fingerprint (``hetfl.fingerprint``), so tightening a check or rewording a message reruns
