@@ -81,21 +81,26 @@ def _over_clients(chosen: pd.DataFrame, data: pd.DataFrame, keys: list[str]) -> 
     worst_k, per ``keys``, at and round."""
     at = chosen.merge(data.dropna(subset=["value"]), on=keys + ["round"])
     at = at.sort_values([*keys, "at", "signed"], kind="mergesort")  # worst first
-    groups = keys + ["at", "round"]
-    n = at.groupby(groups, sort=False)["value"].transform("size")
-    worst_k = np.ceil(WORST_FRACTION * n).astype("int64")
-    worst = at[at.groupby(groups, sort=False).cumcount() < worst_k]
-    grouped = at.groupby(groups, sort=False)["value"]
-    stats_ = pd.DataFrame(
+    return _client_stats(at, keys + ["at", "round"])
+
+
+def _client_stats(rows: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+    """Per ``groups`` of ``rows`` (sorted worst first within each group, missing values last): n_clients (the
+    finite values), client_mean, client_std (ddof=0), worst10 (the mean of the worst
+    ``ceil(WORST_FRACTION * n_clients)``) and worst_k; columns ``groups`` and those."""
+    grouped = rows.groupby(groups, sort=False)["value"]
+    finite = grouped.transform("count")
+    worst = rows[rows.groupby(groups, sort=False).cumcount() < np.ceil(WORST_FRACTION * finite)]
+    out = pd.DataFrame(
         {
-            "n_clients": grouped.size(),
+            "n_clients": grouped.count(),
             "client_mean": grouped.mean(),
             "client_std": grouped.std(ddof=0),
             "worst10": worst.groupby(groups, sort=False)["value"].mean(),
         }
     ).reset_index()
-    stats_["worst_k"] = np.ceil(WORST_FRACTION * stats_["n_clients"]).astype("int64")
-    return stats_
+    out["worst_k"] = np.ceil(WORST_FRACTION * out["n_clients"]).astype("int64")
+    return out
 
 
 CLIENT_ROUNDS_COLUMNS = ["study", "run", "metric", "seed", "round", "n_clients", "worst_k", *CLIENT_STATS]
@@ -130,18 +135,7 @@ def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFr
     data = data.assign(signed=data["value"] * sign).sort_values(
         [*keys, "signed"], kind="mergesort"
     )  # nan last
-    grouped = data.groupby(keys, sort=False)["value"]
-    finite = grouped.transform("count")
-    worst = data[data.groupby(keys, sort=False).cumcount() < np.ceil(WORST_FRACTION * finite)]
-    out = pd.DataFrame(
-        {
-            "n_clients": grouped.count(),
-            "client_mean": grouped.mean(),
-            "client_std": grouped.std(ddof=0),
-            "worst10": worst.groupby(keys, sort=False)["value"].mean(),
-        }
-    ).reset_index()
-    out["worst_k"] = np.ceil(WORST_FRACTION * out["n_clients"]).astype("int64")
+    out = _client_stats(data, keys)
     run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
     return sort_runs(out[CLIENT_ROUNDS_COLUMNS], keys, run_order)
 
