@@ -40,13 +40,9 @@ def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.Data
     """
     columns = ["study", "run", "metric", "seed", "at", "round", "n_clients", "worst_k", *CLIENT_STATS]
     keys = ["study", "run", "metric", "seed"]
-    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
-    data = clients.merge(finished, on=["run", "seed"])
+    data = _finished_values(clients, status)
     if data.empty:
         return pd.DataFrame(columns=columns)
-    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
-    sign = data["metric"].map(metric_sign)
-    data = data.assign(signed=data["value"] * sign)
     chosen = _chosen_rounds(data, long, keys)
     out = chosen.merge(_over_clients(chosen, data, keys), on=[*keys, "at", "round"], how="left")
     out["n_clients"] = out["n_clients"].fillna(0).astype("int64")
@@ -56,6 +52,15 @@ def client_seed_stats(clients: pd.DataFrame, long: pd.DataFrame, status: pd.Data
         keys + ["at"], key=lambda c: c.map(order) if c.name == "at" else c, kind="mergesort"
     )
     return out[columns].reset_index(drop=True)
+
+
+def _finished_values(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """The per-client rows of the seeds that did not diverge, with their study (from ``status``), ``value``
+    missing where it is not finite and ``signed`` = value × the metric's sign (larger is better)."""
+    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
+    data = clients.merge(finished, on=["run", "seed"])
+    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
+    return data.assign(signed=data["value"] * data["metric"].map(metric_sign))
 
 
 def _chosen_rounds(data: pd.DataFrame, long: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -126,15 +131,10 @@ def client_round_stats(clients: pd.DataFrame, status: pd.DataFrame) -> pd.DataFr
         values, sorted by study, run (in ``status``'s order), metric, seed, round.
     """
     keys = ["study", "run", "metric", "seed", "round"]
-    finished = status.loc[status["status"] != "diverged", ["study", "run", "seed"]]
-    data = clients.merge(finished, on=["run", "seed"])
+    data = _finished_values(clients, status)
     if data.empty:
         return pd.DataFrame(columns=CLIENT_ROUNDS_COLUMNS)
-    data = data.assign(value=data["value"].where(np.isfinite(data["value"])))
-    sign = data["metric"].map(metric_sign)
-    data = data.assign(signed=data["value"] * sign).sort_values(
-        [*keys, "signed"], kind="mergesort"
-    )  # nan last
+    data = data.sort_values([*keys, "signed"], kind="mergesort")  # nan last
     out = _client_stats(data, keys)
     run_order = {run: i for i, run in enumerate(dict.fromkeys(status["run"]))}
     return sort_runs(out[CLIENT_ROUNDS_COLUMNS], keys, run_order)
