@@ -229,7 +229,9 @@ def test_bad_entries():
             METRICS,
             "k",
         )
-    with pytest.raises(ConfigError, match=r"k\[0\].*unknown key\(s\) tol"):
+    with pytest.raises(
+        ConfigError, match=r"k\[0\]\.tol': unknown option for a claim; allowed: at, check, id, text"
+    ):
         normalize_claims([{"check": "fedavg.acc > 0", "tol": 1}], RUNS, METRICS, "k")
     with pytest.raises(ConfigError, match=r"k\[0\].check"):
         normalize_claims([{"text": "no check"}], RUNS, METRICS, "k")

@@ -153,7 +153,7 @@ def test_heatmap_figures_are_validated():
         ({"name": "w", "kind": "heatmap", "runs": ["fedprox"], "at": [1]}, "k[0].runs"),
         ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [5, 1]}, "k[0].at"),
         ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": []}, "k[0].at"),
-        ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [1], "metrics": ["x"]}, "k[0]"),
+        ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [1], "metrics": ["x"]}, "k[0].metrics"),
         ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [1], "seed": -1}, "k[0].seed"),
         ({"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [1], "artifact": "../x"}, "k[0].artifact"),
     ):

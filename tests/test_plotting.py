@@ -109,7 +109,11 @@ def test_normalize_string_and_mapping():
             "low > 0",
         ),
         ({"metrics": ["test_acc_personal"], "x": "time"}, "k[0].x", "allowed: round, test_acc_personal"),
-        ({"metrics": ["test_acc_personal"], "colour": "red"}, "k[0]", "allowed: kind, labels, logy, metrics"),
+        (
+            {"metrics": ["test_acc_personal"], "colour": "red"},
+            "k[0].colour",
+            "allowed: kind, labels, logy, metrics",
+        ),
         (3, "k[0]", "metric name or a mapping"),
     ],
 )

@@ -190,7 +190,7 @@ def test_a_tuned_run_has_its_points_on_the_tuning_seeds():
             "studies.s.runs.fedavg.tune.grid.lr",
             "finite",
         ),
-        ({"runs.fedavg.tune.budget": 3}, "studies.s.runs.fedavg.tune.budget", "unknown key"),
+        ({"runs.fedavg.tune.budget": 3}, "studies.s.runs.fedavg.tune.budget", "unknown option"),
     ],
 )
 def test_bad_tune_blocks_name_the_key(change, key, message):

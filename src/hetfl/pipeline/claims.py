@@ -50,6 +50,7 @@ study's records is :mod:`hetfl.pipeline.claims_check`.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 import re
 from collections.abc import Iterable
@@ -57,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetfl.config_options import ConfigOptions, option
 from hetfl.errors import ConfigError
 from hetfl.metrics import CLIENT_METRICS
 
@@ -69,7 +71,6 @@ CLIENT_FUNCTIONS = ("client_mean", "client_std", "worst10")
 CLIENT_METRIC_PREFIXES = tuple(f"{split}_{stat}_" for split, stat in CLIENT_METRICS)
 """The metrics recorded per client (``hetfl.metrics.CLIENT_METRICS``), beside ``in_cluster_weight``."""
 
-CLAIM_KEYS = ("id", "text", "check", "at")
 AT_FORMS = ("final", "best", "last<k>", "round=<n>")
 MAX_CHECK_LENGTH = 500
 
@@ -267,6 +268,30 @@ def is_client_metric(metric: str) -> bool:
     return metric.startswith(CLIENT_METRIC_PREFIXES) or metric == "in_cluster_weight"
 
 
+def _at_text(at: str, key: str) -> str:
+    """``at`` itself, once :func:`_parse_at` reads it."""
+    _parse_at(at, key)
+    return at
+
+
+def _check_text(value: object, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, "a claim needs a check string")
+    return value.strip()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimSpec(ConfigOptions):
+    """A claim's options as the config writes them (module docstring), beside its ``check`` (the comparison,
+    parsed by the grammar; a field of that name would hide ``Options.check``): ``id`` (null: ``C<position>``),
+    ``text`` (the paper's words; null: the check) and ``at`` (the statistic of bare operands, ``AT_FORMS``).
+    Whether the runs and metrics a claim names exist is the study's (:func:`normalize_claims`)."""
+
+    id: str | None = option(None, check=lambda v, k: None if v is None else str(v))
+    text: str | None = option(None, check=lambda v, k: None if v is None else str(v))
+    at: str = option("final", check=lambda v, k: _at_text(str(v), k))
+
+
 def claim_terms(claim: dict, key: str = "claims") -> list[Term]:
     """The operands (:class:`Term`: run, metric, statistic) of a normalized claim.
 
@@ -302,17 +327,13 @@ def normalize_claims(claims: list, runs: list[str], metrics: set[str], key: str)
             entry = {"check": entry}
         if not isinstance(entry, dict):
             raise ConfigError(where, "a claim is a string or a mapping")
-        unknown = sorted(set(entry) - set(CLAIM_KEYS))
-        if unknown:
-            raise ConfigError(where, f"unknown key(s) {', '.join(unknown)}", allowed=CLAIM_KEYS)
-        check = entry.get("check")
-        if not isinstance(check, str):
-            raise ConfigError(f"{where}.check", "a claim needs a check string")
+        spec = ClaimSpec.parse(entry, where, "a claim", fixed=("check",))
+        check = _check_text(entry.get("check"), f"{where}.check")
         claim = {
-            "id": str(entry.get("id", f"C{i + 1}")),
-            "text": str(entry.get("text", check.strip())),
-            "check": check.strip(),
-            "at": str(entry.get("at", "final")),
+            "id": spec.get("id", f"C{i + 1}"),
+            "text": spec.get("text", check),
+            "check": check,
+            "at": spec["at"],
         }
         if claim["id"] in seen:
             raise ConfigError(f"{where}.id", f"duplicate claim id {claim['id']!r}")

@@ -33,12 +33,14 @@ width, and the seed count and band meaning in the legend.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from hetfl.config_options import REQUIRED, ConfigOptions, option
 from hetfl.errors import ConfigError
 
 if TYPE_CHECKING:  # pandas, seaborn and matplotlib are imported where a figure is drawn, so that
@@ -46,12 +48,8 @@ if TYPE_CHECKING:  # pandas, seaborn and matplotlib are imported where a figure 
     import pandas as pd
     from matplotlib.figure import Figure
 
-FIGURE_KEYS = ("name", "kind", "metrics", "runs", "labels", "title", "logy", "ylim", "yfit", "smooth", "x")
-KINDS = ("heatmap", "lines")  # what draw() can draw: metric curves (plot_figure), matrices (plot_heatmap)
-HEATMAP_KEYS = ("name", "kind", "runs", "labels", "title", "artifact", "at", "seed")
 X_AXES = ("round",)  # or the name of any metric the study reports
 LOGY = ("auto", "false", "true")  # or a list of the figure's metrics drawn on a log axis
-YFITS = ("all", "late")
 LATE_FRACTION = 0.5
 """``yfit: late``: the automatic y-range fits the last half of each run's evaluated rounds."""
 AUTO_LOG_DECADES = 2.0
@@ -62,60 +60,114 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=+-]{0,99}")
 
 def _names(value: object, allowed: list[str], key: str, what: str) -> list[str]:
     """A non-empty list of names from ``allowed`` (a single string counts as a list of one)."""
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-        raise ConfigError(key, f"expected a non-empty list of {what}s", allowed=allowed)
+    values = _name_list(value, key, what, allowed)
     unknown = [v for v in values if v not in allowed]
     if unknown:
         raise ConfigError(key, f"unknown {what}(s) {', '.join(unknown)}", allowed=allowed)
     return list(dict.fromkeys(values))
 
 
-def _heatmap(entry: dict, runs: list[str], key: str) -> dict:
-    """Normalize a ``kind: heatmap`` entry (keys ``HEATMAP_KEYS``)."""
-    unknown = sorted(set(entry) - set(HEATMAP_KEYS))
-    if unknown:
-        raise ConfigError(key, f"unknown key(s) {', '.join(unknown)} for kind heatmap", allowed=HEATMAP_KEYS)
-    fig = {"kind": "heatmap", "metrics": [], "runs": _names(entry.get("runs"), runs, f"{key}.runs", "run")}
-    fig["name"] = entry.get("name", f"heatmap-{'-'.join(fig['runs'])}")
-    if not isinstance(fig["name"], str) or not SAFE_NAME.fullmatch(fig["name"]):
-        raise ConfigError(f"{key}.name", f"{fig['name']!r} is not a safe file name")
-    labels = entry.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise ConfigError(f"{key}.labels", "expected a mapping run -> label")
-    if labels:
-        _names(list(labels), fig["runs"], f"{key}.labels", "run")
-    fig["labels"] = {str(k): v for k, v in labels.items()}
-    fig["title"] = str(entry.get("title", ""))
-    fig["artifact"] = entry.get("artifact", "alpha")
-    if not isinstance(fig["artifact"], str) or not fig["artifact"].isidentifier():
+def _name_list(value: object, key: str, what: str, allowed: list[str] | None = None) -> list[str]:
+    """A non-empty list of strings (a single string counts as a list of one)."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise ConfigError(key, f"expected a non-empty list of {what}s", allowed=allowed)
+    return values
+
+
+def _safe_name(value: object, key: str) -> str:
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
         raise ConfigError(
-            f"{key}.artifact", f"expected the name of a recorded array, got {fig['artifact']!r}"
+            key,
+            f"{value!r} is not a safe file name (letters, digits, _ . = + -; at most 100; no leading dot)",
         )
-    at = entry.get("at")
-    if not (
-        isinstance(at, list) and at and all(type(r) is int and r >= 0 for r in at) and at == sorted(set(at))
-    ):
-        raise ConfigError(f"{key}.at", f"expected a non-empty increasing list of rounds >= 0, got {at!r}")
-    fig["at"] = at
-    seed = entry.get("seed")
-    if seed is not None and (type(seed) is not int or seed < 0):
-        raise ConfigError(f"{key}.seed", f"expected a seed of the study (an integer >= 0), got {seed!r}")
-    fig["seed"] = seed
-    return fig
+    return value
 
 
-def _logy(value: object, metrics: list[str], key: str) -> bool | str | list[str]:
-    """``logy``: true, false, ``auto`` or a non-empty list of the figure's metrics."""
+def _labels(value: object, key: str) -> dict[str, str]:
+    labels = value or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise ConfigError(key, "expected a mapping run -> label")
+    return {str(k): v for k, v in labels.items()}
+
+
+def _logy_form(value: object, key: str) -> bool | str | list[str]:
+    """``logy``'s form: true, false, ``auto`` or a non-empty list of metric names (which the figure's are is
+    checked with the figure: :func:`_logy`)."""
     if isinstance(value, bool) or value == "auto":
         return value
     if isinstance(value, list) and value and all(isinstance(m, str) for m in value):
-        return _names(value, metrics, key, "metric")
+        return value
     raise ConfigError(
-        key,
-        f"expected true or false, auto, or a list of the figure's metrics, got {value!r}",
-        allowed=[*LOGY, *metrics],
+        key, f"expected true or false, auto, or a list of the figure's metrics, got {value!r}", allowed=LOGY
     )
+
+
+def _rounds(value: object, key: str) -> list[int]:
+    if not (
+        isinstance(value, list)
+        and value
+        and all(type(r) is int and r >= 0 for r in value)
+        and value == sorted(set(value))
+    ):
+        raise ConfigError(key, f"expected a non-empty increasing list of rounds >= 0, got {value!r}")
+    return value
+
+
+def _artifact(value: object, key: str) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        raise ConfigError(key, f"expected the name of a recorded array, got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class LinesFigure(ConfigOptions):
+    """A figure of metric curves (``kind: lines``, the default), as the config writes it (module docstring): the
+    form of each value. Which runs and metrics it may name is the study's (:func:`normalize_figures`)."""
+
+    metrics: list = option(REQUIRED, check=lambda v, k: _name_list(v, k, "metric"))
+    runs: list | None = option(None, check=lambda v, k: None if v is None else _name_list(v, k, "run"))
+    name: str | None = option(None, check=_safe_name)
+    kind: Literal["lines", "heatmap"] = "lines"
+    labels: dict = option({}, check=_labels)
+    title: str = option("", check=lambda v, k: str(v))
+    logy: bool | str | list = option("auto", check=_logy_form)
+    ylim: object = None  # [low, high] or {metric: [low, high]}: checked with the figure (:func:`_ylim`)
+    yfit: Literal["all", "late"] = "late"
+    smooth: int = option(1, lo=1, expected="an integer window >= 1")
+    x: str = "round"
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatmapFigure(ConfigOptions):
+    """A figure of an N×N matrix recorded by the runs (``kind: heatmap``), as the config writes it (module
+    docstring)."""
+
+    runs: list = option(REQUIRED, check=lambda v, k: _name_list(v, k, "run"))
+    at: list = option(REQUIRED, check=_rounds)
+    name: str | None = option(None, check=_safe_name)
+    kind: Literal["heatmap"] = "heatmap"
+    labels: dict = option({}, check=_labels)
+    title: str = option("", check=lambda v, k: str(v))
+    artifact: str = option("alpha", check=_artifact)
+    seed: int | None = option(None, lo=0, expected="a seed of the study (an integer >= 0)")
+
+
+def _heatmap(entry: dict, runs: list[str], key: str) -> dict:
+    """Normalize a ``kind: heatmap`` entry (:class:`HeatmapFigure`)."""
+    spec = HeatmapFigure.from_dict(entry, key)
+    fig = {"kind": "heatmap", "metrics": [], "runs": _names(spec.runs, runs, f"{key}.runs", "run")}
+    fig["name"] = spec.name or f"heatmap-{'-'.join(fig['runs'])}"
+    _safe_name(fig["name"], f"{key}.name")
+    if spec.labels:
+        _names(list(spec.labels), fig["runs"], f"{key}.labels", "run")
+    fig.update(labels=spec.labels, title=spec.title, artifact=spec.artifact, at=spec.at, seed=spec.seed)
+    return fig
+
+
+def _logy(value: bool | str | list[str], metrics: list[str], key: str) -> bool | str | list[str]:
+    """``logy``: true, false, ``auto`` or a non-empty list of the figure's metrics."""
+    return _names(value, metrics, key, "metric") if isinstance(value, list) else value
 
 
 def log_panel(fig: dict, metric: str) -> bool | None:
@@ -154,43 +206,29 @@ def _ylim(value: object, metrics: list[str], logy: object, key: str) -> list[flo
 
 
 def _figure(entry: dict, runs: list[str], metrics: list[str], key: str) -> dict:
+    """Normalize a figure entry (:class:`LinesFigure` or :class:`HeatmapFigure`) against the study's runs and
+    metrics."""
     if entry.get("kind") == "heatmap":
         return _heatmap(entry, runs, key)
-    unknown = sorted(set(entry) - set(FIGURE_KEYS))
-    if unknown:
-        raise ConfigError(key, f"unknown key(s) {', '.join(unknown)}", allowed=FIGURE_KEYS)
+    spec = LinesFigure.from_dict(entry, key)
     fig = {
-        "metrics": _names(entry.get("metrics"), metrics, f"{key}.metrics", "metric"),
-        "runs": None if entry.get("runs") is None else _names(entry["runs"], runs, f"{key}.runs", "run"),
+        "metrics": _names(spec.metrics, metrics, f"{key}.metrics", "metric"),
+        "runs": None if spec.runs is None else _names(spec.runs, runs, f"{key}.runs", "run"),
     }
-    fig["name"] = entry.get("name", "-".join(fig["metrics"]))
-    if not isinstance(fig["name"], str) or not SAFE_NAME.fullmatch(fig["name"]):
-        raise ConfigError(
-            f"{key}.name",
-            f"{fig['name']!r} is not a safe file name "
-            "(letters, digits, _ . = + -; at most 100; no leading dot)",
-        )
-    labels = entry.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise ConfigError(f"{key}.labels", "expected a mapping run -> label")
-    if labels:
-        _names(list(labels), fig["runs"] or runs, f"{key}.labels", "run")
-    fig["labels"] = {str(k): v for k, v in labels.items()}
-    fig["title"] = str(entry.get("title", ""))
-    fig["logy"] = _logy(entry.get("logy", "auto"), fig["metrics"], f"{key}.logy")
-    fig["ylim"] = _ylim(entry.get("ylim"), fig["metrics"], fig["logy"], f"{key}.ylim")
-    fig["yfit"] = entry.get("yfit", "late")
-    if fig["yfit"] not in YFITS:
-        raise ConfigError(f"{key}.yfit", f"unknown y-range rule {fig['yfit']!r}", allowed=YFITS)
-    fig["smooth"] = entry.get("smooth", 1)
-    if type(fig["smooth"]) is not int or fig["smooth"] < 1:
-        raise ConfigError(f"{key}.smooth", "expected an integer window >= 1")
-    fig["kind"] = entry.get("kind", "lines")
-    if fig["kind"] not in KINDS:
-        raise ConfigError(f"{key}.kind", f"unknown figure kind {fig['kind']!r}", allowed=KINDS)
-    fig["x"] = entry.get("x", "round")
-    if fig["x"] not in X_AXES and fig["x"] not in metrics:
-        raise ConfigError(f"{key}.x", f"unknown x axis {fig['x']!r}", allowed=[*X_AXES, *metrics])
+    fig["name"] = spec.name or "-".join(fig["metrics"])
+    _safe_name(fig["name"], f"{key}.name")
+    if spec.labels:
+        _names(list(spec.labels), fig["runs"] or runs, f"{key}.labels", "run")
+    fig["labels"] = spec.labels
+    fig["title"] = spec.title
+    fig["logy"] = _logy(spec.logy, fig["metrics"], f"{key}.logy")
+    fig["ylim"] = _ylim(spec.ylim, fig["metrics"], fig["logy"], f"{key}.ylim")
+    fig["yfit"] = spec.yfit
+    fig["smooth"] = spec.smooth
+    fig["kind"] = spec.kind
+    if spec.x not in X_AXES and spec.x not in metrics:
+        raise ConfigError(f"{key}.x", f"unknown x axis {spec.x!r}", allowed=[*X_AXES, *metrics])
+    fig["x"] = spec.x
     return fig
 
 
@@ -198,7 +236,7 @@ def normalize_figures(figures: list, runs: list[str], metrics: set[str], key: st
     """Validate a study's ``figures`` and bring each entry to one form.
 
     Args:
-        figures: the config list: metric names or mappings (keys in ``FIGURE_KEYS``).
+        figures: the config list: metric names or mappings (:class:`LinesFigure`).
         runs: the study's run labels; metrics: the metric names its runs report.
         key: the dotted config key of the list, e.g. ``studies.pfedme_mnist.figures``.
 
@@ -207,7 +245,7 @@ def normalize_figures(figures: list, runs: list[str], metrics: set[str], key: st
         that reports the metrics), labels ({run: label}), title (str), logy (True, False, ``auto``
         or a list of metrics), ylim ([lo, hi], {metric: [lo, hi]} or None, in the metrics' stored
         units), yfit (``late`` or ``all``), smooth (int window >= 1), x (``round`` or a metric name).
-        A ``kind: heatmap`` entry has the keys of ``HEATMAP_KEYS`` instead.
+        A ``kind: heatmap`` entry (:class:`HeatmapFigure`) has its keys, and ``metrics`` empty.
 
     Raises:
         ConfigError: naming ``{key}[i]`` or ``{key}[i].<field>``: an unknown key, metric or run

@@ -23,18 +23,19 @@ and reruns the selection and the run.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hetfl.config_options import REQUIRED, ConfigOptions, option
 from hetfl.errors import ConfigError
 from hetfl.metrics import parse_metric
 
 if TYPE_CHECKING:  # pandas and hetfl.pipeline.aggregate are imported where the selection runs
     import pandas as pd
 
-TUNE_KEYS = ("grid", "seeds", "metric", "at")
 SEPARATOR = "@"
 """Between a tuned run's label and its grid point, in the point's run label."""
 TABLE_COLUMNS = [
@@ -80,8 +81,57 @@ def _value_text(value: Any) -> str:
     return str(value).replace(" ", "").replace("/", "_")
 
 
+def _grid(value: object, key: str) -> dict[str, list[Any]]:
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(key, "expected a mapping hyper-parameter -> non-empty list of values")
+    for name, values in value.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{key}.{name}", "expected a non-empty list of values")
+    return dict(value)
+
+
+def _seeds(value: object, key: str) -> list[int]:
+    if not (
+        isinstance(value, list)
+        and value
+        and len(set(value)) == len(value)
+        and all(type(s) is int and s >= 0 for s in value)
+    ):
+        raise ConfigError(key, f"expected a non-empty list of distinct non-negative integers, got {value!r}")
+    return list(value)
+
+
+def _validation_metric(value: object, key: str) -> str:
+    if not isinstance(value, str) or parse_metric(value).split != "val":
+        raise ConfigError(
+            key, f"expected a validation metric (val_*), got {value!r}: selection never reads test data"
+        )
+    return value
+
+
+def _round_rule(value: object, key: str) -> str:
+    at = str(value)
+    if at not in ("final", "best") and not re.fullmatch(r"last[1-9]\d*", at):
+        raise ConfigError(key, f"unknown round rule {at!r}", allowed=("best", "final", "last<k>"))
+    return at
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneSpec(ConfigOptions):
+    """A ``tune:`` block as the config writes it (module docstring): ``grid`` (hyper-parameter -> non-empty
+    list of candidates; which hyper-parameters the run's algorithm has is checked with the run), ``metric`` (a
+    validation metric; that the run reports it is checked later), ``seeds`` (null: the study's) and ``at``
+    (``final`` | ``best`` | ``last<k>``)."""
+
+    grid: dict = option(REQUIRED, check=_grid)
+    metric: str = option(REQUIRED, check=_validation_metric)
+    seeds: list | None = option(None, check=lambda v, k: None if v is None else _seeds(v, k))
+    at: str = option("final", check=_round_rule)
+
+
 def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning:
-    """Validate a ``tune:`` block (its metric is checked later, against the run's metrics).
+    """Validate a ``tune:`` block (:class:`TuneSpec`; its metric is checked later, against the run's metrics)
+    and lay out its grid points.
 
     Raises:
         ConfigError: naming ``key`` or ``key.<grid|seeds|metric|at>``: not a mapping, an unknown key, an
@@ -89,39 +139,13 @@ def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning
     """
     if not isinstance(value, dict):
         raise ConfigError(
-            key, "expected a mapping with grid, metric and optionally seeds, at", allowed=TUNE_KEYS
+            key, "expected a mapping with grid, metric and optionally seeds, at", allowed=TuneSpec.names()
         )
-    unknown = sorted(set(value) - set(TUNE_KEYS))
-    if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}", "unknown key of tune", allowed=TUNE_KEYS)
-    grid = value.get("grid")
-    if not isinstance(grid, dict) or not grid:
-        raise ConfigError(f"{key}.grid", "expected a mapping hyper-parameter -> non-empty list of values")
-    for name, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{key}.grid.{name}", "expected a non-empty list of values")
-    seeds = value.get("seeds", study_seeds)
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or len(set(seeds)) != len(seeds)
-        or not all(type(s) is int and s >= 0 for s in seeds)
-    ):
-        raise ConfigError(
-            f"{key}.seeds", f"expected a non-empty list of distinct non-negative integers, got {seeds!r}"
-        )
-    metric = value.get("metric")
-    if not isinstance(metric, str) or parse_metric(metric).split != "val":
-        raise ConfigError(
-            f"{key}.metric",
-            f"expected a validation metric (val_*), got {metric!r}: selection never reads test data",
-        )
-    at = str(value.get("at", "final"))
-    if at not in ("final", "best") and not re.fullmatch(r"last[1-9]\d*", at):
-        raise ConfigError(f"{key}.at", f"unknown round rule {at!r}", allowed=("best", "final", "last<k>"))
-    tuning = Tuning(run, dict(grid), list(seeds), metric, at)
-    for combo in itertools.product(*grid.values()):
-        values = dict(zip(grid, combo, strict=True))
+    spec = TuneSpec.from_dict(value, key)
+    seeds = spec.seeds if spec.seeds is not None else _seeds(study_seeds, f"{key}.seeds")
+    tuning = Tuning(run, spec.grid, seeds, spec.metric, spec.at)
+    for combo in itertools.product(*spec.grid.values()):
+        values = dict(zip(spec.grid, combo, strict=True))
         label = run + SEPARATOR + "-".join(f"{k}={_value_text(v)}" for k, v in values.items())
         tuning.points[label] = values
     return tuning

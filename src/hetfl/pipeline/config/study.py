@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from hetfl.config_options import check_number
 from hetfl.engine.checkpoint import resolve_checkpoint
 from hetfl.errors import ConfigError
 from hetfl.metrics import validation_names
@@ -264,9 +264,8 @@ def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key:
                 raise ConfigError(
                     f"{key}.{run}.{metric}", "no run of this study reports this metric", allowed=metrics
                 )
-            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-                raise ConfigError(f"{key}.{run}.{metric}", f"expected a finite number, got {number!r}")
-            out[run][metric] = number
+            value = check_number(number, f"{key}.{run}.{metric}")  # a finite number, or the text of one
+            out[run][metric] = number if type(number) in (int, float) else value  # 82 stays 82
     return out
 
 
