@@ -145,6 +145,24 @@ def test_seed_range_is_the_extreme_over_seeds_for_every_seed(tables):
     assert one(tables, "seedmax(dead.acc) > 0")["holds"] == "undetermined"  # no finite seed
 
 
+def test_min_and_max_on_the_means_and_per_seed(tables):
+    # final values per seed: fedavg 0.7, 0.6, 0.8; pfedme 0.75, 0.8, 0.7; steady 0.71, 0.612, 0.811
+    low = one(tables, "min(pfedme.acc, fedavg.acc) < 0.71")  # on the means: min(0.75, 0.7)
+    assert low["holds"] == "yes" and low["comparisons"] == "0.7 < 0.71"
+    assert low["seeds_holding"] == "3/3"  # per seed: 0.7, 0.6, 0.7
+    high = one(tables, "max(pfedme.acc, fedavg.acc, acc[steady]) > 0.76")  # max(0.75, 0.7, 0.711)
+    assert high["holds"] == "no" and high["seeds_holding"] == "2/3"  # per seed: 0.75, 0.8, 0.811
+    paired = one(tables, "min(pfedme.acc, steady.acc) > fedavg.acc - 0.1")  # per seed 0.71, 0.612, 0.7
+    assert paired["n_paired"] == 3 and paired["diff_mean"] == pytest.approx((0.11 + 0.112 + 0.0) / 3)
+    assert one(tables, "max(dead.acc, fedavg.acc) > 0")["holds"] == "undetermined"  # a missing side
+
+
+@pytest.mark.parametrize("text", ["min(fedavg.acc) > 0", "max() > 0", "min(fedavg.acc, steady.acc, k=1) > 0"])
+def test_min_and_max_take_two_or_more_expressions(text):
+    with pytest.raises(ConfigError, match="two or more expressions"):
+        normalize_claims([text], RUNS, METRICS, "studies.s.claims")
+
+
 @pytest.mark.parametrize(
     "text",
     ["seedmin(seedmax(fedavg.acc)) > 0", "seedmin(fedavg.acc, 1) > 0", "seedmin(fedavg.acc + 1) > 0"],
@@ -396,7 +414,7 @@ def test_a_claim_over_clients_without_the_clients_table_is_undetermined(client_t
         ("worst10(1) > 0", "must be an operand or a statistic call"),
         (
             "clients_std(q1.test_acc_global) > 0",
-            "allowed: at, best, client_mean, client_std, diverged, final, last, seedmax, seedmin, worst10",
+            "allowed: at, best, client_mean, client_std, diverged, final, last, max, min, seedmax, seedmin, worst10",
         ),  # fmt: skip
     ],
 )

@@ -137,3 +137,24 @@ def test_format_value(mean, std, fmt, text):
 def test_unknown_format_raises():
     with pytest.raises(rp.ResultsPagesError, match="unknown format"):
         rp.format_value(0.5, 0.1, "percent")
+
+
+def test_a_statistic_over_clients_reads_the_per_client_table(tmp_path):
+    """``@final_client_mean`` (and the other statistics over clients) read ``clients.csv``, not the summary."""
+    study = tmp_path / "default" / "heart"
+    study.mkdir(parents=True)
+    (study / "clients.csv").write_text(
+        "study,run,metric,final_client_mean,final_client_mean_std,final_worst10,final_worst10_std\n"
+        "heart,a41,test_acc_personal,0.792952,0.0010566,0.730625,0.00961862\n"
+    )
+    data = rp.Data(tmp_path)
+    assert rp.resolve(
+        "a41.test_acc_personal@final_client_mean", data, "default", "heart", "final", "pct1"
+    ) == ("79.3 ± 0.1")
+    assert rp.resolve(
+        "heart/a41.test_acc_personal@final_worst10:pct2m", data, "default", None, "final", "pct1"
+    ) == ("73.06")
+    with pytest.raises(rp.ResultsPagesError, match="no committed summary"):
+        rp.resolve("a41.test_acc_personal@final", data, "default", "heart", "final", "pct1")
+    with pytest.raises(rp.ResultsPagesError, match="allowed: best, final, .*final_client_mean"):
+        rp.resolve("a41.test_acc_personal@client_mean", data, "default", "heart", "final", "pct1")

@@ -17,7 +17,10 @@ from torch import Tensor, nn
 
 from hetfl.models.adapters import LoRALinear
 from hetfl.models.base import BatchedModel, Params
+from hetfl.models.generic import ModelOptionError
 from hetfl.models.linalg import bmm
+
+LOGITS = ("auto", "one", "per_class")
 
 
 class MLP(BatchedModel):
@@ -26,19 +29,58 @@ class MLP(BatchedModel):
     Args:
         hidden: widths of the hidden layers (empty: multinomial logistic regression).
         bias: whether the layers have biases.
+        logits: ``per_class`` (K outputs, softmax cross-entropy), ``one`` (a two-class task's logistic model:
+            one output z, the logits ``[0, z]``, so that softmax cross-entropy is the binary cross-entropy of
+            sigmoid(z), and the gradient in z is σ(z) − y, the logistic regression of ``nn.Linear(d, 1)`` with
+            ``BCEWithLogitsLoss``) or ``auto`` (``one`` for a two-class classification, else ``per_class``),
+            decided when the model's ``task`` is set.
         split, adapter_rank: the personalization split (``hetfl.models.adapters``).
+
+    Raises:
+        ModelOptionError: ``logits: one`` on a task that is not a two-class classification (option ``logits``).
     """
 
     name = "mlp"
 
     def __init__(
-        self, sample_shape, num_classes, hidden: list[int] | tuple[int, ...] = (), bias: bool = True, **split
+        self,
+        sample_shape,
+        num_classes,
+        hidden: list[int] | tuple[int, ...] = (),
+        bias: bool = True,
+        logits: str = "per_class",
+        **split,
     ):
         super().__init__(sample_shape, num_classes, **split)
+        if logits not in LOGITS:
+            raise ModelOptionError("logits", f"unknown logits {logits!r}; allowed: {', '.join(LOGITS)}")
         self.hidden = tuple(int(h) for h in hidden)
         self.bias = bool(bias)
-        widths = (self.in_features, *self.hidden, self.num_classes)
+        self.logits = logits
+        self._task = "classification"  # until build_model sets the data's task
+        self._layout()
+
+    @property
+    def task(self) -> str:
+        return self._task
+
+    @task.setter
+    def task(self, value: str) -> None:
+        self._task = value
+        self._layout()
+
+    def _layout(self) -> None:
+        """The layers ``fc``: ``(name, in, out)``, the last of 1 output for ``one_logit``."""
+        binary = self._task == "classification" and self.num_classes == 2
+        if self.logits == "one" and not binary:
+            raise ModelOptionError("logits", "logits: one needs a two-class classification task")
+        self.one_logit = binary and self.logits in ("one", "auto")
+        widths = (self.in_features, *self.hidden, 1 if self.one_logit else self.num_classes)
         self.fc = [(f"fc{i + 1}", widths[i], widths[i + 1]) for i in range(len(widths) - 1)]
+
+    def _logits(self, z: Tensor) -> Tensor:
+        """The logits ``[C, K, B]`` of the last layer's outputs ``z [C, out, B]``: ``[0, z]`` with one logit."""
+        return torch.cat([torch.zeros_like(z), z], 1) if self.one_logit else z
 
     def layer_shapes(self):
         out = {}
@@ -66,7 +108,7 @@ class MLP(BatchedModel):
                 z = bmm(self.weight(params, name), h)
                 if self.bias:
                     z = z.add_(params[f"{name}.bias"].unsqueeze(2))
-            h = torch.relu_(z) if i < len(self.fc) - 1 else z
+            h = torch.relu_(z) if i < len(self.fc) - 1 else self._logits(z)
         return h, inputs
 
     def forward(self, params: Params, x: Tensor) -> Tensor:
@@ -75,7 +117,7 @@ class MLP(BatchedModel):
             for i, (name, _, _) in enumerate(self.fc):
                 h = torch.bmm(self.weight(params, name), h)
                 h = h + params[f"{name}.bias"].unsqueeze(2) if self.bias else h
-                h = torch.relu(h) if i < len(self.fc) - 1 else h
+                h = torch.relu(h) if i < len(self.fc) - 1 else self._logits(h)
             return h
         return self._forward(params, x)[0]
 
@@ -157,6 +199,8 @@ class MLP(BatchedModel):
             delta.mul_(m.unsqueeze(1))
             loss = None if loss is None else (loss * m).sum(1) / count
             delta.div_(count.view(-1, 1, 1))
+        if self.one_logit:  # the constant logit 0 has no parameter: dL/dz = σ(z) − y
+            delta = delta[:, 1:].contiguous()
         grads: Params = {}
         for i in range(len(self.fc) - 1, -1, -1):
             name = self.fc[i][0]
@@ -177,20 +221,23 @@ class MLP(BatchedModel):
 
     def reference_module(self) -> nn.Module:
         rank = self.adapter_rank if self.split == "adapter" else 0
-        return _MLPModule([(fan_in, fan_out) for _, fan_in, fan_out in self.fc], self.bias, rank)
+        return _MLPModule(
+            [(fan_in, fan_out) for _, fan_in, fan_out in self.fc], self.bias, rank, self.one_logit
+        )
 
 
 class _MLPModule(nn.Module):
-    def __init__(self, sizes, bias=True, rank=0):
+    def __init__(self, sizes, bias=True, rank=0, one_logit=False):
         super().__init__()
         for i, (fan_in, fan_out) in enumerate(sizes):
             layer = LoRALinear(fan_in, fan_out, rank, bias) if rank else nn.Linear(fan_in, fan_out, bias=bias)
             self.add_module(f"fc{i + 1}", layer)
         self.depth = len(sizes)
+        self.one_logit = one_logit
 
     def forward(self, x):
         h = x.flatten(1)
         for i in range(self.depth):
             h = getattr(self, f"fc{i + 1}")(h)
             h = torch.relu(h) if i < self.depth - 1 else h
-        return h
+        return torch.cat([torch.zeros_like(h), h], 1) if self.one_logit else h  # [B, K]

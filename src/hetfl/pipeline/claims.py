@@ -27,6 +27,9 @@ Grammar of ``check``:
 - seed ranges: ``seedmin(x)`` and ``seedmax(x)``, the smallest and largest value over the seeds of
   ``x`` (an operand or a statistic of one), the same for every seed: ``seedmin(at(x, 0)) <= 14 <=
   seedmax(at(x, 0))`` checks that a paper's single random draw lies within our seeds' range;
+- the smallest or largest of two or more expressions: ``min(a, b, ...)``, ``max(a, b, ...)`` (a run at
+  the weakest setting of a sweep: ``min(x[w-beta=0.1], x[w-beta=1.0]) < fedavg.x``), like every expression
+  taken of the seed means for ``holds`` and per seed for the seed count and the paired interval;
 - numbers, ``+ - * /``, unary minus, parentheses;
 - comparisons joined by ``and`` (every one must hold): ``a > b and a > c``;
 - one comparison, ``<``, ``<=``, ``>`` or ``>=``, possibly chained: ``a < b < c`` holds when every
@@ -66,6 +69,8 @@ FUNCTIONS = {"final": 0, "best": 0, "last": 1, "at": 1, "diverged": 0}
 """Statistic functions and how many integer arguments follow the operand."""
 SEED_RANGE = ("seedmin", "seedmax")
 """Functions of an operand or statistic over seeds (a constant across seeds)."""
+EXTREMES = {"min": np.minimum, "max": np.maximum}
+"""The smallest or largest of two or more expressions (a missing value makes it missing)."""
 CLIENT_FUNCTIONS = ("client_mean", "client_std", "worst10")
 """Statistics over the clients of a per-client metric (``hetfl.pipeline.aggregate.CLIENT_STATS``), per seed."""
 CLIENT_METRIC_PREFIXES = tuple(f"{split}_{stat}_" for split, stat in CLIENT_METRICS)
@@ -163,7 +168,7 @@ class _Compiler:
             self.fail(
                 f"function {ast.unparse(node.func)!r} is not allowed"
                 + (f" inside {clients}()" if clients and name in [*SEED_RANGE, *CLIENT_FUNCTIONS] else ""),
-                allowed=[*FUNCTIONS, *SEED_RANGE, *CLIENT_FUNCTIONS],
+                allowed=[*FUNCTIONS, *SEED_RANGE, *CLIENT_FUNCTIONS, *EXTREMES],
             )
         if clients is not None and name == "diverged":
             self.fail(f"{clients}() takes final(), best(), last() or at() of an operand, not diverged()")
@@ -188,6 +193,12 @@ class _Compiler:
             if node.id not in self.operands:
                 self.fail(f"unknown name {node.id!r}: an operand is run.metric or metric[run]")
             return self.term(node.id, *self.default)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in EXTREMES:
+            if node.keywords or len(node.args) < 2:
+                self.fail(
+                    f"{node.func.id}() takes two or more expressions, e.g. {node.func.id}(a.acc, b.acc)"
+                )
+            return ("extreme", EXTREMES[node.func.id], [self.expr(arg) for arg in node.args])
         if isinstance(node, ast.Call):
             return self.call(node)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -197,7 +208,7 @@ class _Compiler:
         self.fail(
             f"{type(node).__name__} {ast.unparse(node)!r} is not allowed; use numbers, operands, "
             "+ - * /, final() best() last() at() diverged() seedmin() seedmax() client_mean() client_std() "
-            "worst10() and one comparison"
+            "worst10() min() max() and one comparison"
         )
 
     def claim(self, tree: ast.Expression) -> tuple:

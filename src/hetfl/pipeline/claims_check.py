@@ -5,6 +5,7 @@ as ``claims.csv`` (:func:`check_claims`) and ``claims.md`` (:func:`claims_markdo
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,8 @@ def _evaluate(node: tuple, values: list):
         return values[node[1]]
     if kind == "unary":
         return node[1](_evaluate(node[2], values))
+    if kind == "extreme":
+        return functools.reduce(node[1], [np.asarray(_evaluate(arg, values), float) for arg in node[2]])
     with np.errstate(all="ignore"):
         return node[1](np.asarray(_evaluate(node[2], values), float), _evaluate(node[3], values))
 
@@ -70,6 +73,8 @@ def _term_indices(node: tuple) -> set[int]:
         return {node[1]}
     if kind == "unary":
         return _term_indices(node[2])
+    if kind == "extreme":
+        return set().union(*(_term_indices(arg) for arg in node[2]))
     return _term_indices(node[2]) | _term_indices(node[3])
 
 

@@ -16,6 +16,8 @@ written (a label, a paper's number, a dash). A ref is one of
 
 - ``[study/]run.metric[@stat][:format]``: a statistic of ``docs/results/data/<suite>/<study>/summary.csv``;
   ``stat`` is ``best``, ``final``, ``last10``, ``valsel`` (``mean ± std``) or ``paper`` (the paper's number);
+  or, of the study's ``clients.csv``, the unweighted mean over clients (``final_client_mean``,
+  ``best_client_mean``) or the worst decile's (``final_worst10``, ``best_worst10``), ``mean ± std`` over seeds;
   ``format`` is ``pctN`` (a fraction in % with N decimals), ``decN`` (N decimals), with a trailing ``m``
   for the mean alone (``pct2m``);
 - ``claims:<pattern>[,<pattern>...]``: ``h of n``, the claims that hold of those checked, over the
@@ -56,6 +58,8 @@ DATA = Path("docs/results/data")
 MARKER = re.compile(r"^<!-- table: (?P<name>[\w-]+) -->$")
 END = "<!-- /table -->"
 STATS = ("best", "final", "last10", "valsel", "paper")
+CLIENT_STATS = ("final_client_mean", "best_client_mean", "final_worst10", "best_worst10")
+"""Statistics over a study's clients, of its ``clients.csv`` (``hetfl.pipeline.aggregate.clients``)."""
 REF = re.compile(
     r"^(?:(?P<study>[\w.=-]+)/)?(?P<run>[^/{}@:]+)\.(?P<metric>[a-z][a-z0-9_]*)"
     r"(?:@(?P<stat>\w+))?(?::(?P<format>\w+))?$"
@@ -81,7 +85,7 @@ class Data:
     """
 
     root: Path
-    _summaries: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
+    _summaries: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
 
     def summary(self, suite: str, study: str) -> pd.DataFrame:
         """The study's ``summary.csv`` indexed by (run, metric); raises :class:`ResultsPagesError` when
@@ -91,6 +95,17 @@ class Data:
             path = self.root / suite / study / "summary.csv"
             if not path.is_file():
                 raise ResultsPagesError(f"no committed summary {path}")
+            self._summaries[key] = pd.read_csv(path).set_index(["run", "metric"])
+        return self._summaries[key]
+
+    def clients(self, suite: str, study: str) -> pd.DataFrame:
+        """The study's ``clients.csv`` indexed by (run, metric); raises :class:`ResultsPagesError` when the
+        suite has no such file."""
+        key = (suite, study, "clients")
+        if key not in self._summaries:
+            path = self.root / suite / study / "clients.csv"
+            if not path.is_file():
+                raise ResultsPagesError(f"no committed per-client table {path}")
             self._summaries[key] = pd.read_csv(path).set_index(["run", "metric"])
         return self._summaries[key]
 
@@ -165,16 +180,18 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
     if study is None:
         raise ResultsPagesError(f"ref {{{ref}}} names no study and its row or table has none")
     stat = match["stat"] or stat
-    if stat not in STATS:
-        raise ResultsPagesError(f"ref {{{ref}}}: unknown statistic {stat!r}; allowed: {', '.join(STATS)}")
-    summary = data.summary(suite, study)
+    if stat not in STATS + CLIENT_STATS:
+        allowed = ", ".join(STATS + CLIENT_STATS)
+        raise ResultsPagesError(f"ref {{{ref}}}: unknown statistic {stat!r}; allowed: {allowed}")
+    summary = data.clients(suite, study) if stat in CLIENT_STATS else data.summary(suite, study)
     key = (match["run"], match["metric"])
     if key not in summary.index:
         raise ResultsPagesError(f"ref {{{ref}}}: no run {key[0]!r} with metric {key[1]!r} in {suite}/{study}")
     row = summary.loc[key]
     if stat == "paper":
         return format_value(row["paper"], float("nan"), match["format"] or fmt)
-    return format_value(row[f"{stat}_mean"], row[f"{stat}_std"], match["format"] or fmt)
+    mean = stat if stat in CLIENT_STATS else f"{stat}_mean"  # the std is f"{stat}_std" in both tables
+    return format_value(row[mean], row[f"{stat}_std"], match["format"] or fmt)
 
 
 def render_cell(template: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
@@ -366,7 +383,7 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         shutil.rmtree(target)
     for study in studies:
         (target / study).mkdir(parents=True)
-        for name in ["claims.csv"] + (["summary.csv"] if study in needed else []):
+        for name in ["claims.csv"] + (["summary.csv", "clients.csv"] if study in needed else []):
             if (Path(tables) / study / name).is_file():
                 shutil.copyfile(Path(tables) / study / name, target / study / name)
     source = {
