@@ -21,6 +21,7 @@ from hetfl.errors import ConfigError
 from hetfl.fingerprint import stage_fingerprint
 from hetfl.ids import canonical_json
 from hetfl.pipeline.config import (
+    RUN_SEED,
     build_suite,
     data_fingerprint,
     expand_study_files,
@@ -71,11 +72,19 @@ for note in (n for name in SUITE.selected for n in STUDIES[name].notes):  # what
     logger.warning(f"hetfl: {note}")
 # the studies on data (the others: generated problems)
 DATA_STUDIES = {name: s for name, s in STUDIES.items() if s.dataset is not None}
-DATASETS = {s.dataset_id: s.dataset for s in DATA_STUDIES.values()}
+# every dataset a seed of a run (or of a tuning grid point) trains on: one per study, or one per seed where the
+# study's generated dataset has `seed: run` (Study.data_of)
+DATA_SEEDS = {
+    (name, seed): s.data_of(seed)
+    for name, s in DATA_STUDIES.items()
+    for seed in sorted({seed for label in [*s.runs, *s.points] for seed in s.seeds_of(label)})
+}
+DATASETS = {dataset_id: spec for spec, dataset_id in DATA_SEEDS.values()}
 PARTITIONS = {  # every partition a run (or a tuning grid point) uses (a run may override its study's)
-    (s.dataset_id, r.partition_id): r.partition
-    for s in DATA_STUDIES.values()
-    for r in [*s.runs.values(), *s.points.values()]
+    (DATA_SEEDS[(name, seed)][1], r.partition_id): r.partition
+    for name, s in DATA_STUDIES.items()
+    for label, r in [*s.runs.items(), *s.points.items()]
+    for seed in s.seeds_of(label)
 }
 ENV = "../envs/hetfl.yaml"
 # A training job's files per seed (rule train's named outputs; hetfl.pipeline.train.RunOutputs).
@@ -99,7 +108,7 @@ wildcard_constraints:
 
 def partition_dir(study, run, seed):
     s, r = STUDIES[study], STUDIES[study].spec(run)
-    return f"results/partitions/{s.dataset_id}/{r.partition_id}/seed={r.partition_seed(seed)}"
+    return f"results/partitions/{DATA_SEEDS[(study, int(seed))][1]}/{r.partition_id}/seed={r.partition_seed(seed)}"
 
 
 def run_dir(study, run, seed):
@@ -152,7 +161,7 @@ def seed_inputs(study, run, seed):
     if s.dataset is None:
         return inputs  # a generated problem: built inside the training job
     return {
-        "data": f"results/data/{s.dataset_id}/data.npz",
+        "data": f"results/data/{DATA_SEEDS[(study, int(seed))][1]}/data.npz",
         "partition": f"{partition_dir(study, run, int(seed))}/clients.npz",
         **inputs,
     }
@@ -241,9 +250,11 @@ def get_run_code(wildcards):
 
 def job_seeds(s, run):
     """How many seeds one training job of run `run` of study `s` trains: all of them in a run's job
-    (`train_jobs: run`), else one."""
+    (`train_jobs: run`), else one; one where each seed trains on data of its own (`seed: run`: a job reads one
+    data file)."""
     seeds = s.seeds_of(run)
-    return len(seeds) if SUITE.train_jobs == "run" else 1
+    per_seed_data = s.dataset is not None and s.dataset.get("seed") == RUN_SEED
+    return len(seeds) if SUITE.train_jobs == "run" and not per_seed_data else 1
 
 
 def groupable(s, run):

@@ -84,7 +84,8 @@ def run_size(study: Study, run: str) -> tuple[int, int, int, int]:
     rounds = spec.settings["rounds"] or study.rounds
     if study.dataset is None:
         return rounds, spec.num_clients, PROBLEM_PARAMETERS, 0
-    params, data_mb = _parameters(canonical_json(spec.settings["model"]), canonical_json(study.dataset))
+    dataset = study.data_of(study.seeds_of(run)[0])[0]  # the first seed's (each seed's is the same size)
+    params, data_mb = _parameters(canonical_json(spec.settings["model"]), canonical_json(dataset))
     return rounds, spec.num_clients, params, data_mb
 
 

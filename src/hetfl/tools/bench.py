@@ -48,11 +48,13 @@ from hetfl.tools.official_pfedme import DATASETS, export, official_arguments, ti
 
 
 def _dataset(study) -> Dataset:
-    cached = Path("results/data") / study.dataset_id / "data.npz"
+    """The data of the study's first seed (``Study.data_of``), from the workflow's results or built anew."""
+    spec, dataset_id = study.data_of(study.seeds[0])
+    cached = Path("results/data") / dataset_id / "data.npz"
     if cached.exists():
         return Dataset.load(cached)
     with tempfile.TemporaryDirectory() as tmp:
-        return load_dataset(study.dataset, Path(tmp))
+        return load_dataset(spec, Path(tmp))
 
 
 def _rate(step, rounds: int) -> float:

@@ -42,6 +42,7 @@ from hetfl.pipeline.config.specs import (
     FEDERATION,
     LABEL,
     REQUIRED_STUDY_KEYS,
+    RUN_SEED,
     SPEC_UNLESS,
     STUDY_KEYS,
     TOP_LEVEL_KEYS,
@@ -49,6 +50,7 @@ from hetfl.pipeline.config.specs import (
     Study,
     Suite,
     budget_changes_results,
+    data_of,
 )
 from hetfl.pipeline.config.study import build_suite, resolve_study
 from hetfl.pipeline.settings import RUN_SETTINGS
@@ -58,6 +60,7 @@ __all__ = [
     "FEDERATION",
     "LABEL",
     "REQUIRED_STUDY_KEYS",
+    "RUN_SEED",
     "RUN_SETTINGS",
     "SPEC_UNLESS",
     "STUDY_KEYS",
@@ -68,6 +71,7 @@ __all__ = [
     "Suite",
     "budget_changes_results",
     "build_suite",
+    "data_of",
     "data_fingerprint",
     "data_modules",
     "expand_grid",

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hetfl.data import dataset_id, normalize_dataset_spec
+from hetfl.data import normalize_dataset_spec
 from hetfl.data.partition import check_partition, normalize_partition_spec, partition_id
 from hetfl.data.verify import check_dataset, check_natural_split
 from hetfl.errors import ConfigError
 from hetfl.pipeline.config.runs import require_mapping
-from hetfl.pipeline.config.specs import DATA_KEYS, RunSpec
+from hetfl.pipeline.config.specs import DATA_KEYS, RUN_SEED, RunSpec, data_of
 from hetfl.problems import normalize_problem_spec, problem_clients
 
 
@@ -23,20 +23,28 @@ def data_environment(
     for k in DATA_KEYS:
         if k not in study:
             raise ConfigError(f"{key}.{k}", "missing required study key (or declare a 'problem')")
-    dataset = normalize_dataset_spec(require_mapping(study["dataset"], f"{key}.dataset"), f"{key}.dataset")
-    data = check_dataset(dataset, f"{key}.dataset", data_checks)
-    info = data.info
-    partition = normalize_partition_spec(
-        require_mapping(study["partition"], f"{key}.partition"), f"{key}.partition", info
-    )
-    fixed = partition.get("seed")
-    check_partition(
-        partition, info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
-    )
-    check_natural_split(data, partition, dataset, f"{key}.dataset", f"{key}.partition")
+    given = require_mapping(study["dataset"], f"{key}.dataset")
+    per_seed = given.get("seed") == RUN_SEED
+    dataset = normalize_dataset_spec({**given, "seed": seeds[0]} if per_seed else given, f"{key}.dataset")
+    if per_seed:
+        dataset["seed"] = RUN_SEED  # the template of every seed's (data_of)
+    given_partition = require_mapping(study["partition"], f"{key}.partition")
+    checks = [  # the data of every seed (with seed: run), each checked whole with the partition
+        (seeded, check_dataset(seeded, f"{key}.dataset", data_checks))
+        for seed in (seeds if per_seed else seeds[:1])
+        for seeded in [data_of(dataset, seed, f"{key}.dataset")[0]]
+    ]
+    for seeded, data in checks:
+        partition = normalize_partition_spec(given_partition, f"{key}.partition", data.info)
+        fixed = partition.get("seed")
+        check_partition(
+            partition, data.info, sorted({s if fixed is None else fixed for s in seeds}), f"{key}.partition"
+        )
+        check_natural_split(data, partition, seeded, f"{key}.dataset", f"{key}.partition")
+    data, info = checks[0][1], checks[0][1].info
     return {
         "dataset": dataset,
-        "dataset_id": dataset_id(dataset),
+        "dataset_id": data_of(dataset, seeds[0], f"{key}.dataset")[1],
         "partition": partition,
         "partition_given": dict(study["partition"]),
         "partition_id": partition_id({k: v for k, v in partition.items() if k != "seed"}),
@@ -45,6 +53,7 @@ def data_environment(
         "info": info,
         "task": info.task,
         "data": data,
+        "checks": checks,
         "dataset_key": f"{key}.dataset",
         "notes": [f"{key}.dataset: {note}" for note in data.notes],
     }
@@ -68,10 +77,11 @@ def set_partition(spec: RunSpec, env: dict[str, Any], own: Any, seeds: list[int]
     own = require_mapping(own, key)
     same = own.get("scheme", env["partition"]["scheme"]) == env["partition"]["scheme"]
     merged = {**env["partition_given"], **own} if same else own
-    partition = normalize_partition_spec(merged, key, env["info"])
-    fixed = partition.get("seed")
-    check_partition(partition, env["info"], sorted({s if fixed is None else fixed for s in seeds}), key)
-    check_natural_split(env["data"], partition, env["dataset"], env["dataset_key"], key)
+    for seeded, data in env["checks"]:  # on the data of every seed the study checked
+        partition = normalize_partition_spec(merged, key, data.info)
+        fixed = partition.get("seed")
+        check_partition(partition, data.info, sorted({s if fixed is None else fixed for s in seeds}), key)
+        check_natural_split(data, partition, seeded, env["dataset_key"], key)
     spec.partition = partition
     spec.partition_id = partition_id({k: v for k, v in partition.items() if k != "seed"})
     spec.num_clients = int(partition["clients"])
@@ -105,6 +115,7 @@ def problem_environment(study: dict, key: str) -> dict[str, Any]:
     return {
         "dataset": None,
         "dataset_id": None,
+        "checks": [],
         "partition": None,
         "partition_id": None,
         "problem": problem,

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hetfl.data import dataset_id, normalize_dataset_spec
 from hetfl.engine.checkpoint import CHECKPOINT_DEFAULTS
 from hetfl.ids import canonical_json
 from hetfl.metrics import parse_metric
@@ -76,6 +77,24 @@ class RunSpec:
         }
 
 
+RUN_SEED = "run"
+"""A generated dataset's ``seed: run``: each run seed draws its own data (its generator's seed is the run's)."""
+
+
+def data_of(dataset: dict[str, Any], seed: int, key: str = "dataset") -> tuple[dict[str, Any], str]:
+    """The dataset run seed ``seed`` trains on, and its id: ``dataset`` itself, or, where its ``seed`` is
+    ``run`` (:data:`RUN_SEED`), the generator's draw of ``seed``.
+
+    Raises:
+        ConfigError: naming ``key.seed``: ``seed: run`` on a dataset without a seed, or a seed out of its
+            range.
+    """
+    if dataset.get("seed") != RUN_SEED:
+        return dataset, dataset_id(dataset)
+    spec = normalize_dataset_spec({**dataset, "seed": int(seed)}, key)
+    return spec, dataset_id(spec)
+
+
 @dataclass
 class Study:
     """A resolved study."""
@@ -98,6 +117,11 @@ class Study:
     tuning: dict[str, Tuning] = field(default_factory=dict)  # tuned run -> its tune block and grid points
     points: dict[str, RunSpec] = field(default_factory=dict)  # grid point label -> its run (tuning seeds)
     notes: list[str] = field(default_factory=list)  # what the config ignores, said at start (not errors)
+
+    def data_of(self, seed: int) -> tuple[dict[str, Any], str]:
+        """The dataset spec and id run seed ``seed`` trains on (:func:`data_of`: one dataset, or with
+        ``seed: run`` each seed's own draw); ``dataset_id`` is the first seed's."""
+        return data_of(self.dataset, seed, f"studies.{self.name}.dataset")
 
     def spec(self, label: str) -> RunSpec:
         """The run ``label``: one of the study's runs or a tuning grid point."""
