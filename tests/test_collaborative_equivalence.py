@@ -21,6 +21,16 @@ CASES = {  # name -> (algorithm, hyper-parameters)
         "all_for_one",
         {"lr": 0.1, "local_steps": 3, "batch_size": 4, "b_alpha": 2, "tau": 2, "lam": 0.3, **OPT},
     ),
+    "all_for_one-tau_epochs": (
+        "all_for_one",
+        {
+            "lr": 0.1,
+            "local_steps": 4,
+            "batch_size": 3,
+            "b_alpha": 2,
+            "tau_epochs": 0.6,
+        },  # τ = ⌊2.4 + 1/2⌋ = 2
+    ),
     "all_for_one-continuous-theory": (
         "all_for_one",
         {
@@ -68,6 +78,11 @@ CASES = {  # name -> (algorithm, hyper-parameters)
         {"lr": 0.1, "local_steps": 2, "batch_size": 3, "b_alpha": 4, "gamma_c": 0.5, **OPT},
     ),
     "cobo-tau2": ("cobo", {"lr": 0.1, "local_steps": 3, "batch_size": 3, "b_alpha": 2, "tau": 2, "rho": 0.3}),
+    # τ as a share of an epoch: ⌊0.5 · 3 + 1/2⌋ = 2 iterations (a half rounds up)
+    "cobo-tau_epochs": (
+        "cobo",
+        {"lr": 0.1, "local_steps": 3, "batch_size": 3, "b_alpha": 2, "tau_epochs": 0.5},
+    ),
     "wga_bc-sgdm": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 3, **OPT}),
     "wga_bc-weighted": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 4, "weight": 0.1, "beta": 0.5}),
 }

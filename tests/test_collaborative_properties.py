@@ -11,6 +11,7 @@ from hetfl.algorithms.collaborative.all_for_one import collaboration_weights, si
 from hetfl.algorithms.collaborative.common import in_cluster_weight
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
+from hetfl.errors import ConfigError
 from hetfl.models import build_model, normalize_model_spec
 from tests.conftest import tiny_federation
 
@@ -264,3 +265,25 @@ def test_client_optimizer_is_torch_sgd_with_steplr():
         for s in scheds:
             s.step()
     torch.testing.assert_close(theta["w"], torch.stack([p.detach() for p in ref]), rtol=0, atol=1e-13)
+
+
+def test_tau_epochs_keeps_the_papers_share_of_an_epoch():
+    """MNIST's τ = 50 of I = 175 iterations (Table S1) on a stand-in of I = 12: ⌊50/175 · 12 + 1/2⌋ = 3."""
+    from hetfl.algorithms.collaborative.all_for_one import AllForOne
+
+    hp = AllForOne.Hyperparameters.from_dict({"lr": 0.1, "local_steps": 12, "tau_epochs": 50 / 175}, "k")
+    assert hp.period() == 3
+    assert (
+        AllForOne.Hyperparameters.from_dict(
+            {"lr": 0.1, "local_steps": 175, "tau_epochs": 50 / 175}, "k"
+        ).period()
+        == 50
+    )
+    assert (
+        AllForOne.Hyperparameters.from_dict({"lr": 0.1, "local_steps": 2, "tau_epochs": 0.01}, "k").period()
+        == 1
+    )
+    with pytest.raises(ConfigError, match=r"k\.tau_epochs.*replaces tau"):
+        AllForOne.Hyperparameters.from_dict({"lr": 0.1, "local_steps": 12, "tau": 50, "tau_epochs": 0.3}, "k")
+    with pytest.raises(ConfigError, match=r"k\.tau_epochs"):
+        AllForOne.Hyperparameters.from_dict({"lr": 0.1, "local_steps": 12, "tau_epochs": 0.0}, "k")

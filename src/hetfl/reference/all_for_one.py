@@ -60,6 +60,8 @@ def all_for_one(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str 
     opts = [TorchSGD(m, hp) for m in modules]
     alpha = [[float(i == k) for k in range(n)] for i in range(n)] if fixed_alpha is None else fixed_alpha
     period = hp.local_steps if getattr(hp, "tau", 1) == "round" else getattr(hp, "tau", 1)
+    if getattr(hp, "tau_epochs", None) is not None:  # τ as a share of an epoch of local_steps iterations
+        period = max(1, int(hp.tau_epochs * hp.local_steps + 0.5))
     it = 0
     lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
     for t in range(len(schedule)):

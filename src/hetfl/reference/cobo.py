@@ -38,6 +38,8 @@ def cobo(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     rho = hp.rho if hp.rho is not None else 1.0 / (hp.lr * n)
     weights = [[1.0] * n for _ in range(n)]
     period = hp.local_steps if hp.tau == "round" else hp.tau
+    if getattr(hp, "tau_epochs", None) is not None:  # τ as a share of an epoch of local_steps iterations
+        period = max(1, int(hp.tau_epochs * hp.local_steps + 0.5))
     it = 0
     lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
     for t in range(len(schedule)):

@@ -34,6 +34,7 @@ from hetfl.engine.federation import Batch, Federation
 from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
+from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel
 from hetfl.models.base import sample_losses
 
@@ -63,19 +64,27 @@ class CollaborativeHyperparameters(LocalTraining):
 @dataclasses.dataclass(frozen=True)
 class WeightEstimation(CollaborativeHyperparameters):
     """Adds the schedule of a pairwise estimation: ``b_alpha`` b_α (samples of each fresh batch) and
-    ``tau`` (recompute every τ iterations, or ``round``: once per round, at its first iteration)."""
+    ``tau`` (recompute every τ iterations, or ``round``: once per round, at its first iteration), or
+    ``tau_epochs`` (τ as a share of an epoch of I = ``local_steps`` iterations, τ = max(1, ⌊tau_epochs ·
+    I + 1/2⌋): the paper's τ/I kept where a stand-in has fewer iterations per epoch, e.g. MNIST's 50/175, Philippenko
+    et al. 2025, Table S1)."""
 
     b_alpha: int = 1
     tau: int | Literal["round"] = 1
+    tau_epochs: float | None = None
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "b_alpha")
+        self._positive(key, "b_alpha", "tau_epochs")
         if self.tau != "round":
             self._positive(key, "tau")
+        if self.tau_epochs is not None and self.tau != 1:
+            raise ConfigError(f"{key}.tau_epochs", f"replaces tau: leave tau out (got tau: {self.tau})")
 
     def period(self) -> int:
         """τ in iterations."""
+        if self.tau_epochs is not None:
+            return max(1, math.floor(self.tau_epochs * self.local_steps + 0.5))  # halves round up
         return self.local_steps if self.tau == "round" else int(self.tau)
 
 
