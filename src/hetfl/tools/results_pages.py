@@ -375,6 +375,7 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
     if not studies:
         raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
     needed = _studies_read(load_specs(root / SPEC), suite)
+    per_client = _studies_read(load_specs(root / SPEC), suite, clients=True)
     absent = sorted(needed - set(studies))
     if absent:
         raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
@@ -383,7 +384,11 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         shutil.rmtree(target)
     for study in studies:
         (target / study).mkdir(parents=True)
-        for name in ["claims.csv"] + (["summary.csv", "clients.csv"] if study in needed else []):
+        for name in (
+            ["claims.csv"]
+            + (["summary.csv"] if study in needed else [])
+            + (["clients.csv"] if study in per_client else [])
+        ):
             if (Path(tables) / study / name).is_file():
                 shutil.copyfile(Path(tables) / study / name, target / study / name)
     source = {
@@ -397,8 +402,9 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
     return studies
 
 
-def _studies_read(pages: dict[str, dict[str, dict]], suite: str) -> set[str]:
-    """The studies whose summary the tables of ``suite`` read (table, row or ref study)."""
+def _studies_read(pages: dict[str, dict[str, dict]], suite: str, clients: bool = False) -> set[str]:
+    """The studies whose summary the tables of ``suite`` read (table, row or ref study); ``clients``: those whose
+    per-client table they read (a statistic of :data:`CLIENT_STATS`)."""
     out = set()
     for specs in pages.values():
         for spec in specs.values():
@@ -413,7 +419,12 @@ def _studies_read(pages: dict[str, dict[str, dict]], suite: str) -> set[str]:
                     refs = PLACEHOLDER.findall(str(cell)) if "{" in str(cell) else [str(cell)]
                     for ref in refs:
                         match = REF.match(ref.strip())
-                        if match and ref.partition(":")[0] not in CLAIM_REFS:
+                        stat = (match["stat"] or row.get("stat") or spec.get("stat")) if match else None
+                        if (
+                            match
+                            and ref.partition(":")[0] not in CLAIM_REFS
+                            and (stat in CLIENT_STATS or not clients)
+                        ):
                             out.add(match["study"] or default)
     return out - {None}
 
