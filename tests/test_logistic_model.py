@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from hetfl.models import build_model
 from hetfl.models.base import BatchedModel
-from hetfl.models.generic import ModelOptionError
+from hetfl.models.errors import ModelOptionError
 from tests.test_engine import assert_preact_grads
 
 

@@ -114,7 +114,7 @@ def build_model(
 
     Raises:
         ValueError: the model cannot take this input (e.g. ``cnn`` on non-image data), or an unknown task;
-            a ``hetfl.models.generic.ModelOptionError`` (a ValueError) names the option at fault in
+            a ``hetfl.models.errors.ModelOptionError`` (a ValueError) names the option at fault in
             ``option``.
     """
     if task not in TASKS:

@@ -74,6 +74,7 @@ from torch.overrides import TorchFunctionMode
 
 from hetfl.errors import ConfigError
 from hetfl.models.base import BatchedModel, Params, uniform_init
+from hetfl.models.errors import ModelOptionError
 
 INIT_RULES = ("module", "uniform")
 _CHECKED: dict[tuple, int] = {}  # models whose module passed the checks -> largest activation per sample
@@ -109,19 +110,6 @@ class _NoRandomFillsOnMeta(TorchFunctionMode):
 
 class _NotOnMeta(Exception):
     """The module's forward fails on the ``meta`` device: check it on the CPU."""
-
-
-class ModelOptionError(ValueError):
-    """A model cannot be built as configured.
-
-    Attributes:
-        option: the model's config option at fault (``module``, ``kwargs``, ``split``, ``init``, ...): the
-            config check reports ``ConfigError`` at ``<model key>.<option>``.
-    """
-
-    def __init__(self, option: str, message: str):
-        super().__init__(message)
-        self.option = option
 
 
 def fan_in_rule(shapes: dict[str, tuple[int, ...]]) -> dict[str, int | None]:

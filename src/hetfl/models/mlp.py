@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from hetfl.models.adapters import LoRALinear
 from hetfl.models.base import BatchedModel, Params
-from hetfl.models.generic import ModelOptionError
+from hetfl.models.errors import ModelOptionError
 from hetfl.models.linalg import bmm
 
 LOGITS = ("auto", "one", "per_class")

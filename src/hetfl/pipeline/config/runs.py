@@ -259,7 +259,7 @@ def check_run(spec: RunSpec, env: dict[str, Any], key: str, model_key: str | Non
 
     A model that cannot be built on the data is reported under ``model_key`` (the study's ``model`` when
     the run has no model of its own; default ``{key}.model``), at the option its error names
-    (``hetfl.models.generic.ModelOptionError.option``; else ``name``)."""
+    (``hetfl.models.errors.ModelOptionError.option``; else ``name``)."""
     for name in ("clients_per_round", "active_clients"):
         s = spec.hyperparameters.get(name)
         if s is not None and s > spec.num_clients:
