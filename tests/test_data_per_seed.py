@@ -55,6 +55,17 @@ def test_seed_run_needs_a_generated_dataset():
                "partition": {"scheme": "iid", "clients": 4}})  # fmt: skip
 
 
+def test_the_plan_sizes_a_run_on_per_seed_data():
+    """``python -m hetfl.tools.plan`` reads a run's spec, whose dataset says ``seed: run``."""
+    import json
+
+    from hetfl.tools.plan_work import job_work
+
+    s = suite(LSR).studies["s"]
+    work = job_work(json.loads(s.run_json("local")))
+    assert work.rounds == 3 and work.clients == 4
+
+
 @pytest.mark.workflow
 def test_the_workflow_draws_trains_and_partitions_per_seed(tmp_path):
     root = copy_repo(tmp_path / "repo", {"studies": {"s": LSR}})

@@ -15,6 +15,7 @@ from hetfl.data import dataset_info
 from hetfl.engine.execution import forward_flops
 from hetfl.ids import canonical_json
 from hetfl.models import build_model
+from hetfl.pipeline.config import data_of
 
 EVAL_COST = 1 / 3
 """Work of evaluating one sample relative to training on it (a forward pass of forward + backward)."""
@@ -120,8 +121,9 @@ def job_work(spec: dict[str, Any]) -> Work:
             flops=0.0,
             model=f"problem {problem['name']}",
         )
-    params, flops, shape = model_cost(canonical_json(spec["model"]), canonical_json(spec["dataset"]))
-    info = dataset_info(spec["dataset"])
+    dataset = data_of(spec["dataset"], 0)[0]  # with seed: run, one seed's draw stands for every seed's sizes
+    params, flops, shape = model_cost(canonical_json(spec["model"]), canonical_json(dataset))
+    info = dataset_info(dataset)
     clients = int(spec["partition"]["clients"])
     per_client = info.num_samples * (1 - float(spec["partition"].get("test_fraction") or 0)) / clients
     batch = float(hp.get("batch_size") or per_client)  # None: full-batch gradients
