@@ -85,29 +85,27 @@ class Data:
     """
 
     root: Path
-    _summaries: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
+    _tables: dict[tuple[str, str, str], pd.DataFrame] = field(default_factory=dict)
 
     def summary(self, suite: str, study: str) -> pd.DataFrame:
         """The study's ``summary.csv`` indexed by (run, metric); raises :class:`ResultsPagesError` when
         the suite has no such file."""
-        key = (suite, study)
-        if key not in self._summaries:
-            path = self.root / suite / study / "summary.csv"
-            if not path.is_file():
-                raise ResultsPagesError(f"no committed summary {path}")
-            self._summaries[key] = pd.read_csv(path).set_index(["run", "metric"])
-        return self._summaries[key]
+        return self._table(suite, study, "summary.csv", "summary")
 
     def clients(self, suite: str, study: str) -> pd.DataFrame:
         """The study's ``clients.csv`` indexed by (run, metric); raises :class:`ResultsPagesError` when the
         suite has no such file."""
-        key = (suite, study, "clients")
-        if key not in self._summaries:
-            path = self.root / suite / study / "clients.csv"
+        return self._table(suite, study, "clients.csv", "per-client table")
+
+    def _table(self, suite: str, study: str, name: str, what: str) -> pd.DataFrame:
+        """A committed table of the study indexed by (run, metric), read once."""
+        key = (suite, study, name)
+        if key not in self._tables:
+            path = self.root / suite / study / name
             if not path.is_file():
-                raise ResultsPagesError(f"no committed per-client table {path}")
-            self._summaries[key] = pd.read_csv(path).set_index(["run", "metric"])
-        return self._summaries[key]
+                raise ResultsPagesError(f"no committed {what} {path}")
+            self._tables[key] = pd.read_csv(path).set_index(["run", "metric"])
+        return self._tables[key]
 
     def studies(self, suite: str, patterns: list[str]) -> list[str]:
         """The suite's studies with a ``claims.csv`` whose name matches one of ``patterns``; raises
