@@ -9,7 +9,7 @@ them with ``--aggregation sequential``;
 its round's S local models, or one chunk of them with ``--aggregation sequential``, its evaluation a fine-tuning
 step of every client's personal part;
 ``--algorithm cobo``: CoBo, whose C clients all train every iteration and whose collaboration weights are
-updated every iteration from the C² pairs' gradients at their midpoints, b_α = 10) on a
+updated every iteration from every one of the C(C−1)/2 pairs' gradients at their midpoints, batches of 10) on a
 synthetic federation (``--shape`` inputs, default 1×28×28, the mnist5k shape; 3,32,32 is
 CIFAR-10's; 10 classes, ``--samples`` training samples per client, random pixels and labels), ``--model``
 (default: the DNN, 79,510 parameters),
@@ -60,7 +60,7 @@ HYPERPARAMETERS = {
     "scaffold": {"lr": 0.05},
     "fedavg": {"lr": 0.05},  # no per-client state: its round's S local models (with --sampled = --clients)
     "pfedme": {"lr": 0.05, "personal_lr": 0.05, "lam": 15, "K": 2},
-    "cobo": {"lr": 0.05, "b_alpha": 10, "tau": 1},  # every client every iteration; weights every iteration
+    "cobo": {"lr": 0.05, "pair_batch": 10, "pair_probability": 1.0},  # every pair's weight every iteration
     # stateful clients' personal output layers [C, ...]; its round's S local models; one fine-tuning step
     "fedalt": {"lr": 0.05, "stateful": True, "finetune_steps": 1},
 }

@@ -166,7 +166,15 @@ GOLDEN_CASES = {  # name -> (algorithm, hyper-parameters, model split): 3 rounds
     ),
     "cobo-sgdm": (
         "cobo",
-        {"lr": 0.1, "local_steps": 2, "batch_size": 3, "b_alpha": 4, "gamma_c": 0.5, **STEPLR},
+        {
+            "lr": 0.1,
+            "local_steps": 2,
+            "batch_size": 3,
+            "pair_batch": 4,
+            "pair_probability": 1.0,
+            "gamma_c": 0.5,
+            **STEPLR,
+        },
         "none",
     ),
     "wga_bc-sgdm": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 3, **STEPLR}, "none"),

@@ -1,6 +1,6 @@
 """Every collaborative algorithm matches its sequential per-client (per-pair) reference loop on a tiny problem.
 
-Cases are named (``CASES["cobo-tau2"]``) and selected by name; the names are the test ids.
+Cases are named (``CASES["cobo-every2"]``) and selected by name; the names are the test ids.
 """
 
 from __future__ import annotations
@@ -75,13 +75,26 @@ CASES = {  # name -> (algorithm, hyper-parameters)
     ),
     "cobo-sgdm": (
         "cobo",
-        {"lr": 0.1, "local_steps": 2, "batch_size": 3, "b_alpha": 4, "gamma_c": 0.5, **OPT},
+        {"lr": 0.1, "local_steps": 2, "batch_size": 3, "pair_batch": 4, "gamma_c": 0.5, **OPT},
     ),
-    "cobo-tau2": ("cobo", {"lr": 0.1, "local_steps": 3, "batch_size": 3, "b_alpha": 2, "tau": 2, "rho": 0.3}),
-    # τ as a share of an epoch: ⌊0.5 · 3 + 1/2⌋ = 2 iterations (a half rounds up)
-    "cobo-tau_epochs": (
+    # the authors' code's schedule: every iteration, each pair with probability 2/N, batches of b
+    "cobo-sampled": ("cobo", {"lr": 0.1, "local_steps": 3, "batch_size": 3, "gamma_c": 0.5}),
+    "cobo-fixed-probability": (
         "cobo",
-        {"lr": 0.1, "local_steps": 3, "batch_size": 3, "b_alpha": 2, "tau_epochs": 0.5},
+        {"lr": 0.1, "local_steps": 3, "batch_size": 3, "gamma_c": 0.5, "pair_probability": 0.3},
+    ),
+    # every pair every 2 iterations, batches of 2 (Philippenko et al.'s work-in-progress schedule)
+    "cobo-every2": (
+        "cobo",
+        {
+            "lr": 0.1,
+            "local_steps": 3,
+            "batch_size": 3,
+            "pair_batch": 2,
+            "pair_every": 2,
+            "pair_probability": 1.0,
+            "rho": 0.3,
+        },
     ),
     "wga_bc-sgdm": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 3, **OPT}),
     "wga_bc-weighted": ("wga_bc", {"lr": 0.1, "local_steps": 2, "batch_size": 4, "weight": 0.1, "beta": 0.5}),

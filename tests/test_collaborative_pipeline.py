@@ -186,7 +186,9 @@ def test_the_heart_study_runs_on_the_real_data_with_table_s1():
         hp = spec.hyperparameters
         assert (hp["lr"], hp["batch_size"], hp["local_steps"]) == (0.05, 1, (199 + 172 + 30 + 85) // 4)
         assert (hp["lr_schedule"], hp["lr_step_size"], hp["lr_gamma"]) == ("step", 5, 0.1)
-    assert all(study.runs[r].hyperparameters["b_alpha"] == 16 for r in ("a41_bin", "a41_cont", "cobo"))
+    assert all(study.runs[r].hyperparameters["b_alpha"] == 16 for r in ("a41_bin", "a41_cont"))
+    cobo = study.runs["cobo"].hyperparameters  # CoBo's own schedule: not the study's b_alpha and tau
+    assert (cobo["pair_batch"], cobo["pair_every"], cobo["pair_probability"]) == (None, 1, None)
 
 
 # --- training jobs ----------------------------------------------------------------------------------------

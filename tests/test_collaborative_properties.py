@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import hetfl.algorithms.collaborative.cobo as cobo_pairs
 from hetfl.algorithms import get_algorithm
 from hetfl.algorithms.collaborative.all_for_one import collaboration_weights, similarity_ratio
 from hetfl.algorithms.collaborative.common import in_cluster_weight
@@ -213,13 +214,27 @@ def test_ditto_personal_models_approach_the_global_one_as_lambda_grows():
 
 
 def test_cobo_cuts_the_weights_between_clusters(tmp_path):
-    """CoBo (Hashemi et al. 2024): the bilevel weights of clients from different clusters fall (their gradients
-    at the midpoint point in opposite directions), those inside a cluster stay high."""
+    """CoBo (Hashemi et al. 2024): on two clusters of least-squares clients the bilevel weights of clients from
+    different clusters go to 0 (their gradients at the midpoint point apart), those inside a cluster stay at 1
+    (they agree), under the authors' schedule: every iteration, each pair with probability 2/N, batches of b."""
     fed = lsr_federation(tmp_path, users=6)
-    alg = run(make("cobo", fed, lr=0.1, batch_size=8, b_alpha=32, local_steps=1, gamma_c=0.01), 20)
+    alg = run(make("cobo", fed, lr=0.1, batch_size=8, local_steps=1, gamma_c=0.01), 40)
     same = (fed.cluster.unsqueeze(0) == fed.cluster.unsqueeze(1)) & ~torch.eye(6, dtype=torch.bool)
     cross = fed.cluster.unsqueeze(0) != fed.cluster.unsqueeze(1)
-    assert alg.alpha[cross].mean() < 0.1 < 0.9 < alg.alpha[same].mean()
+    assert float(alg.alpha[cross].max()) == 0.0
+    assert float(alg.alpha[same].min()) > 0.9
+    assert 10 < alg.updates == 40  # one update an iteration, ~1/3 of the pairs each
+
+
+def test_cobo_samples_pairs_as_the_authors_code():
+    """The authors' code (epfml/CoBo, grouping.py) samples each pair with probability 2/N, then 1/sqrt(s) once
+    more than 800 updates have been made; a number fixes it."""
+    hp = get_algorithm("cobo").Hyperparameters.from_dict({}, "t")
+    assert cobo_pairs.pair_probability(hp, 20, 0) == cobo_pairs.pair_probability(hp, 20, 800) == 0.1
+    assert cobo_pairs.pair_probability(hp, 20, 801) == pytest.approx(801**-0.5)
+    assert cobo_pairs.pair_probability(hp, 2, 0) == 1.0
+    fixed = get_algorithm("cobo").Hyperparameters.from_dict({"pair_probability": 0.25}, "t")
+    assert cobo_pairs.pair_probability(fixed, 20, 5000) == 0.25
 
 
 def test_wga_bias_correction_removes_the_collaborators_bias(tmp_path):

@@ -1,5 +1,5 @@
-"""CoBo, sequential reference (Hashemi et al. 2024, Algorithm 1): a loop over pairs for the weights, one
-module per client for the penalized steps."""
+"""CoBo, sequential reference (Hashemi et al. 2024, Algorithm 1, with the authors' code's sampling of pairs):
+a loop over the sampled pairs for the weights, one module per client for the penalized steps."""
 
 from __future__ import annotations
 
@@ -31,32 +31,43 @@ def cobo(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     n = fed.num_clients
     data = client_data(fed)
     sampler = sampler_for(fed, hp.batch_size, seed, sampling)
-    pairs = PairSampler(fed.train.sizes, hp.b_alpha, generator(seed, "algorithm"), sampling)
+    batch = hp.pair_batch if hp.pair_batch is not None else hp.batch_size
+    pick = generator(seed, "algorithm")  # the pairs, then their batches, from one stream
+    pairs = PairSampler(fed.train.sizes, batch, pick, sampling)
     w0 = initial_state(fed, seed)
     modules = [make_module(fed, w0) for _ in range(n)]
     opts = [TorchSGD(m, hp) for m in modules]
     rho = hp.rho if hp.rho is not None else 1.0 / (hp.lr * n)
     weights = [[1.0] * n for _ in range(n)]
-    period = hp.local_steps if hp.tau == "round" else hp.tau
-    if getattr(hp, "tau_epochs", None) is not None:  # τ as a share of an epoch of local_steps iterations
-        period = max(1, int(hp.tau_epochs * hp.local_steps + 0.5))
-    it = 0
+    upper = [(i, k) for i in range(n) for k in range(i + 1, n)]
+    it = updates = 0
     lrs = round_lrs(hp, hp.lr, len(schedule))  # torch's scheduler, one step per round
     for t in range(len(schedule)):
         for _ in range(hp.local_steps):
             states = [state_of(m) for m in modules]
-            if it % period == 0:
-                draw = pairs.next(torch.arange(n * n))
-                g = {}
-                for i in range(n):
-                    for k in range(n):
-                        z = make_module(fed, {p: (states[i][p] + states[k][p]) / 2 for p in states[i]})
-                        g[i, k] = _flat(grads(z, minibatch(data[k], draw, i * n + k)))  # ∇f_k(z_ik)
-                for i in range(n):
-                    for k in range(n):
-                        if i != k:
-                            inner = float((g[k, i] * g[i, k]).sum())  # ⟨∇f_i(z_ik), ∇f_k(z_ik)⟩
-                            weights[i][k] = min(1.0, max(0.0, weights[i][k] + hp.gamma_c * inner))
+            if it % hp.pair_every == 0:
+                p = hp.pair_probability
+                if p is None:  # the authors' code: 2/N, then 1/sqrt(s) past 800 updates
+                    p = min(1.0, 2.0 / n) if updates <= 800 else updates**-0.5
+                if p >= 1.0:
+                    chosen = upper
+                else:
+                    u = torch.rand(len(upper), generator=pick, dtype=torch.float64)
+                    chosen = [pair for pair, v in zip(upper, u.tolist(), strict=True) if v < p]
+                updates += 1
+                streams = [i * n + k for i, k in chosen] + [k * n + i for i, k in chosen]
+                if chosen == upper:  # every pair: the N² streams drawn in order
+                    rows = streams
+                    draw = pairs.next(torch.arange(n * n))
+                else:
+                    rows = list(range(len(streams)))
+                    draw = pairs.next(torch.tensor(streams, dtype=torch.long))
+                for j, (i, k) in enumerate(chosen):
+                    z = make_module(fed, {q: (states[i][q] + states[k][q]) / 2 for q in states[i]})
+                    gk = _flat(grads(z, minibatch(data[k], draw, rows[j])))  # ∇f_k(z_ik; B_k)
+                    gi = _flat(grads(z, minibatch(data[i], draw, rows[len(chosen) + j])))  # ∇f_i(z_ik; B_i)
+                    inner = float((gi * gk).sum())
+                    weights[i][k] = weights[k][i] = min(1.0, max(0.0, weights[i][k] + hp.gamma_c * inner))
             draw = sampler.next(fed.all_clients())
             step_grads = []
             for i in range(n):
