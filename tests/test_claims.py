@@ -10,7 +10,7 @@ from scipy import stats
 
 from hetfl.errors import ConfigError
 from hetfl.pipeline.claims import normalize_claims
-from hetfl.pipeline.claims_check import check_claims, claims_markdown, paired_interval
+from hetfl.pipeline.claims_check import check_claims, claims_markdown, paired_interval, seeds_needed
 
 NAN = float("nan")
 # run -> {seed: (status, {metric: values at rounds 0, 1, ...})}
@@ -265,12 +265,19 @@ def t_interval(diffs):
 def test_paired_difference_within_noise(tables):
     # pfedme - fedavg per seed: 0.05, 0.2, -0.1: holds on the means (0.75 > 0.7), but the interval spans 0
     row = one(tables, "pfedme.acc > fedavg.acc")
-    assert row["holds"] == "yes" and row["status"] == "holds within noise"
+    assert row["holds"] == "yes" and row["status"] == "undecided (holds on the means)"
     low, high = t_interval([0.05, 0.2, -0.1])
     assert row["diff_mean"] == pytest.approx(0.05) and row["n_paired"] == 3
     assert (row["diff_ci_low"], row["diff_ci_high"]) == (pytest.approx(low), pytest.approx(high))
     assert row["diff_ci_low"] < 0 < row["diff_ci_high"]
     assert f"[{low:+.4g}, {high:+.4g}] (n=3)" in row["intervals"]
+    # the seeds that a mean of 0.05 with this spread would need: the first n whose t interval clears 0
+    n, sd = int(row["seeds_needed"]), np.std([0.05, 0.2, -0.1], ddof=1)
+    assert (
+        stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        < 0.05
+        <= stats.t.ppf(0.975, n - 2) * sd / math.sqrt(n - 1)
+    )
 
 
 def test_paired_difference_outside_noise(tables):
@@ -292,9 +299,15 @@ def test_one_sample_against_a_constant(tables):
     # fedavg's final values 0.7, 0.6, 0.8 against 0.65: the one-sample interval of (x - 0.65)
     row = one(tables, "fedavg.acc > 0.65")
     low, high = t_interval([0.05, -0.05, 0.15])
-    assert row["status"] == "holds within noise"
+    assert row["status"] == "undecided (holds on the means)"
     assert (row["diff_ci_low"], row["diff_ci_high"]) == (pytest.approx(low), pytest.approx(high))
     assert one(tables, "fedavg.acc > 0.4")["status"] == "holds"
+    # fails on the means (0.7 < 0.75) but the interval straddles: undecided, not a failure
+    fails = one(tables, "fedavg.acc > 0.75")
+    assert fails["holds"] == "no" and fails["status"] == "undecided (fails on the means)"
+    assert fails["seeds_needed"] > 3
+    decided = one(tables, "fedavg.acc > 0.95")  # 0.7, 0.6, 0.8: every seed far below
+    assert decided["status"] == "does not hold" and math.isnan(decided["seeds_needed"])
 
 
 def test_seed_ranges_are_constants_without_an_interval(tables):
@@ -317,7 +330,7 @@ def test_chains_and_conjunctions_need_every_interval(tables):
     both = one(tables, "steady.acc > fedavg.acc and steady.acc > 0.4")
     assert both["status"] == "holds"
     mixed = one(tables, "steady.acc > fedavg.acc and pfedme.acc > fedavg.acc")
-    assert mixed["holds"] == "yes" and mixed["status"] == "holds within noise"
+    assert mixed["holds"] == "yes" and mixed["status"] == "undecided (holds on the means)"
     assert mixed["diff_ci_low"] < 0  # the reported interval is the pair closest to failing
     assert len(mixed["intervals"].split("; ")) == 2
     chain = one(tables, "fedavg.acc < steady.acc < 0.99")
@@ -334,14 +347,29 @@ def test_paired_interval_pairs_by_seed_and_skips_missing():
     assert out["kind"] == "clear"
     same = paired_interval(">=", np.array([1.0, 1.0, 1.0]), 1.0)
     assert same["kind"] == "clear" and same["low"] == same["high"] == 0  # no spread: a point interval
-    assert paired_interval(">", np.array([1.0, 1.0, 1.0]), 1.0)["kind"] == "noise"
+    assert paired_interval(">", np.array([1.0, 1.0, 1.0]), 1.0)["kind"] == "against"  # 1 > 1: fails
+    assert paired_interval("<", np.array([1.0, 2.0, 3.0]), 2.5)["kind"] == "noise"
+    assert paired_interval("<", np.array([3.0, 3.1, 3.2]), 2.5)["kind"] == "against"
+
+
+def test_seeds_needed_projects_the_observed_effect_and_spread():
+    """The fewest seeds whose t interval of the observed mean difference and sd clears 0, either way."""
+    for mean, sd in ((0.05, 0.15), (-0.02, 0.01), (1.0, 0.1)):
+        n = int(seeds_needed({"mean": mean, "sd": sd, "kind": "noise"}))
+        half = [stats.t.ppf(0.975, k - 1) * sd / math.sqrt(k) for k in range(3, n + 1)]
+        assert half[-1] < abs(mean) and all(h >= abs(mean) for h in half[:-1])
+    assert seeds_needed({"mean": 0.0, "sd": 0.1, "kind": "noise"}) == math.inf
+    assert seeds_needed({"mean": 1e-9, "sd": 1.0, "kind": "noise"}) == math.inf  # beyond MAX_SEEDS_NEEDED
+    assert math.isnan(seeds_needed({"mean": 0.1, "sd": math.nan, "kind": "few"}))
+    assert math.isnan(seeds_needed({"mean": 0.1, "sd": 0.0, "kind": "exact"}))
 
 
 def test_markdown(tables):
     md = claims_markdown(check(tables, {"id": "C1", "text": "PM | GM", "check": "pfedme.acc > fedavg.acc"}))
     assert md.startswith("| id")
     assert "PM \\| GM" in md and "| yes " in md and "2/3" in md
-    assert "| holds within noise " in md and "paired difference [95 % CI]" in md.splitlines()[0]
+    assert "| undecided (holds on the means) " in md and "paired difference [95 % CI]" in md.splitlines()[0]
+    assert "seeds to decide" in md.splitlines()[0]
     assert "- C1: acc[pfedme]@final = 0.75" in md
 
 

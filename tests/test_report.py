@@ -212,7 +212,7 @@ def test_pages_escape_and_mark_what_they_show():
                 "check": "a.m < b.m",
                 "at": "best",
                 "holds": "yes",
-                "status": "holds within noise",
+                "status": "undecided (holds on the means)",
             },
             {
                 "id": "C3",
@@ -233,6 +233,8 @@ def test_pages_escape_and_mark_what_they_show():
     assert "2 of 3 claims hold" in page and "1 of them with every 95 % interval" in page
     assert "a &lt;b&gt;" in page and "<code>a.m &gt; b.m</code>" in page
     assert "<td class='yes'>yes</td><td class='yes'>holds</td>" in page
-    assert "<td class='noise'>holds within noise</td>" in page and "+0.1 [-0.2, +0.4] (n=3)" in page
+    assert (
+        "<td class='noise'>undecided (holds on the means)</td>" in page and "+0.1 [-0.2, +0.4] (n=3)" in page
+    )
     assert "<td class='undetermined'>undetermined</td>" in page
     assert "declares no claims" in claims_page(claims.iloc[:0], about)

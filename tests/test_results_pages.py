@@ -158,3 +158,36 @@ def test_a_statistic_over_clients_reads_the_per_client_table(tmp_path):
         rp.resolve("a41.test_acc_personal@final", data, "default", "heart", "final", "pct1")
     with pytest.raises(rp.ResultsPagesError, match="allowed: best, final, .*final_client_mean"):
         rp.resolve("a41.test_acc_personal@client_mean", data, "default", "heart", "final", "pct1")
+
+
+def test_claim_statuses_and_undecided_counts(tmp_path):
+    """``status:<study>/<ids>`` gives each claim's status (an undecided one with its seeds to decide) and
+    ``undecided:<patterns>`` counts the undecided claims."""
+    study = tmp_path / "default" / "s"
+    study.mkdir(parents=True)
+    (study / "claims.csv").write_text(
+        "id,holds,status,seeds_needed\n"
+        "A,yes,holds,\n"
+        "B,yes,undecided (holds on the means),12\n"
+        "C,no,undecided (fails on the means),inf\n"
+        "D,no,does not hold,\n"
+    )
+    data = rp.Data(tmp_path)
+    got = rp.resolve("status:s/A,B,C,D", data, "default", None, "final", "pct1")
+    assert got == "holds; undecided, 12 seeds to decide; undecided, inf seeds to decide; does not hold"
+    assert rp.resolve("undecided:s", data, "default", None, "final", "pct1") == "2"
+    assert rp.resolve("claims:s", data, "default", None, "final", "pct1") == "2 of 4"
+    with pytest.raises(rp.ResultsPagesError, match="has no claim 'E'"):
+        rp.resolve("status:s/E", data, "default", None, "final", "pct1")
+    with pytest.raises(rp.ResultsPagesError, match="status:<study>/<id>"):
+        rp.resolve("status:s", data, "default", None, "final", "pct1")
+
+
+def test_a_claims_intervals(tmp_path):
+    study = tmp_path / "default" / "s"
+    study.mkdir(parents=True)
+    (study / "claims.csv").write_text(
+        'id,holds,status,seeds_needed,intervals\nA,yes,holds,,"+0.01 [+0.002, +0.02] (n=3)"\n'
+    )
+    got = rp.resolve("interval:s/A", rp.Data(tmp_path), "default", None, "final", "pct1")
+    assert got == "+0.01 [+0.002, +0.02] (n=3)"

@@ -43,8 +43,8 @@ A claim ``holds`` when its comparison holds on the seed means of its operands (s
 expression is also evaluated per seed (seeds aligned by seed id) to show how many seeds agree, and
 each comparison's per-seed difference gives a paired 95 % interval over seeds
 (:func:`~hetfl.pipeline.claims_check.paired_interval`) from which a claim's statistical status follows
-(:func:`~hetfl.pipeline.claims_check.claim_status`: holds, holds within noise, does not hold,
-undetermined).
+(:func:`~hetfl.pipeline.claims_check.claim_status`: holds, does not hold, undecided when an interval
+straddles the threshold, with the seeds it would take to decide it, undetermined).
 
 This module holds the grammar and the claims' normalization (:func:`normalize_claims`); checking them on a
 study's records is :mod:`hetfl.pipeline.claims_check`.

@@ -106,10 +106,12 @@ def paired_interval(symbol: str, lhs: np.ndarray, rhs: np.ndarray, constant: boo
         constant: neither side varies across seeds (only numbers and seed ranges): no interval.
 
     Returns:
-        ``{"n", "mean", "low", "high", "kind"}``: n (seeds with both sides finite), mean of the
-        differences, the interval (``nan`` without one), and kind: ``exact`` (``constant``), ``missing``
-        (n = 0), ``few`` (n < :data:`MIN_SEEDS_FOR_INTERVAL`: no interval), ``clear`` (the interval lies
-        on the claimed side: low > 0, or >= 0 for ``<=``/``>=``) or ``noise`` (it does not).
+        ``{"n", "mean", "sd", "low", "high", "kind"}``: n (seeds with both sides finite), mean and standard
+        deviation (ddof=1) of the differences, the interval (``nan`` without one), and kind: ``exact``
+        (``constant``), ``missing`` (n = 0), ``few`` (n < :data:`MIN_SEEDS_FOR_INTERVAL`: no interval),
+        ``clear`` (the interval lies on the claimed side: low > 0, or >= 0 for ``<=``/``>=``), ``against``
+        (it lies on the other side: high <= 0, or < 0 for ``<=``/``>=``) or ``noise`` (it straddles the
+        threshold: the comparison is undecided at these seeds).
     """
     from scipy import stats
 
@@ -117,15 +119,56 @@ def paired_interval(symbol: str, lhs: np.ndarray, rhs: np.ndarray, constant: boo
     diff = (lhs - rhs) if symbol.startswith(">") else (rhs - lhs)
     diff = diff[np.isfinite(diff)]
     n = int(diff.size)
-    out = {"n": n, "mean": float(diff.mean()) if n else np.nan, "low": np.nan, "high": np.nan}
+    out = {
+        "n": n,
+        "mean": float(diff.mean()) if n else np.nan,
+        "sd": float(diff.std(ddof=1)) if n > 1 else np.nan,
+        "low": np.nan,
+        "high": np.nan,
+    }
     if constant or n < MIN_SEEDS_FOR_INTERVAL:
         return {**out, "kind": "exact" if constant and n else "missing" if not n else "few"}
     if np.ptp(diff) == 0:
         low = high = out["mean"]
     else:
         low, high = stats.ttest_1samp(diff, 0.0).confidence_interval(0.95)
-    clear = low > 0 if symbol in ("<", ">") else low >= 0
-    return {**out, "low": float(low), "high": float(high), "kind": "clear" if clear else "noise"}
+    strict = symbol in ("<", ">")
+    if low > 0 or (not strict and low >= 0):
+        kind = "clear"
+    elif high < 0 or (strict and high <= 0):
+        kind = "against"
+    else:
+        kind = "noise"
+    return {**out, "low": float(low), "high": float(high), "kind": kind}
+
+
+MAX_SEEDS_NEEDED = 10_000
+"""Beyond this many seeds :func:`seeds_needed` answers ``inf`` (an effect too small for its spread)."""
+
+
+def seeds_needed(interval: dict) -> float:
+    """The fewest seeds at which a comparison's observed mean difference and spread would give a 95 % t
+    interval that excludes 0 (decided, either way): the smallest n ≥ 3 with t₀.₉₇₅,ₙ₋₁ · sd / √n < |mean|.
+
+    Args:
+        interval: :func:`paired_interval` of the comparison.
+
+    Returns:
+        n as a float; ``inf`` when the mean difference is 0 or needs more than :data:`MAX_SEEDS_NEEDED`
+        seeds; ``nan`` without a spread to project (fewer than 2 seeds, constant sides).
+    """
+    from scipy import stats
+
+    mean, sd = abs(interval["mean"]), interval["sd"]
+    if not (np.isfinite(mean) and np.isfinite(sd)) or interval["kind"] in ("exact", "missing"):
+        return np.nan
+    if sd == 0:
+        return float(MIN_SEEDS_FOR_INTERVAL) if mean > 0 else np.inf
+    if mean == 0:
+        return np.inf
+    n = np.arange(MIN_SEEDS_FOR_INTERVAL, MAX_SEEDS_NEEDED + 1)
+    ok = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < mean
+    return float(n[ok.argmax()]) if ok.any() else np.inf
 
 
 def claim_status(holds: str, intervals: list[dict]) -> str:
@@ -137,11 +180,13 @@ def claim_status(holds: str, intervals: list[dict]) -> str:
             joined by ``and``).
 
     Returns:
-        ``undetermined`` (an operand has no value); ``does not hold`` (fails on the means); ``holds
-        within noise`` (holds on the means, but some comparison's interval does not lie on the claimed
-        side); ``holds`` (holds on the means and every interval lies on the claimed side, or the
-        comparison is between constants across seeds). With fewer than 3 paired seeds in some
-        comparison, ``holds`` and ``does not hold`` end with ``(n seed(s): no interval)``.
+        ``undetermined`` (an operand has no value); ``does not hold`` (some comparison's interval lies on
+        the other side of its threshold, or, without intervals, it fails on the means); ``undecided
+        (holds on the means)`` / ``undecided (fails on the means)`` (no interval lies on the other side,
+        but some straddles the threshold: these seeds cannot decide it; :func:`seeds_needed` says how many
+        would); ``holds`` (every interval lies on the claimed side, or the comparison is between
+        constants across seeds). With fewer than 3 paired seeds in some comparison, ``holds`` and ``does
+        not hold`` end with ``(n seed(s): no interval)``.
     """
     if holds == "undetermined":
         return "undetermined"
@@ -150,10 +195,12 @@ def claim_status(holds: str, intervals: list[dict]) -> str:
     if few:
         n = min(few)
         suffix = f" ({n} seed{'s' if n != 1 else ''}: no interval)"
+    if any(i["kind"] == "against" for i in intervals):
+        return "does not hold"
+    if any(i["kind"] == "noise" for i in intervals):
+        return f"undecided ({'holds' if holds == 'yes' else 'fails'} on the means)"
     if holds != "yes":
         return "does not hold" + suffix
-    if any(i["kind"] == "noise" for i in intervals):
-        return "holds within noise"
     return "holds" + suffix
 
 
@@ -174,7 +221,7 @@ def _interval_text(interval: dict) -> str:
     """``+0.012 [-0.004, +0.029] (n=3)``; without an interval, the reason."""
     mean = f"{interval['mean']:+.4g}" if np.isfinite(interval["mean"]) else "nan"
     kind = interval["kind"]
-    if kind in ("clear", "noise"):
+    if kind in ("clear", "noise", "against"):
         return f"{mean} [{interval['low']:+.4g}, {interval['high']:+.4g}] (n={interval['n']})"
     note = {"exact": "constant across seeds", "missing": "no seed", "few": "no interval"}[kind]
     return f"{mean} (n={interval['n']}, {note})"
@@ -197,6 +244,7 @@ CLAIMS_COLUMNS = [
     "holds",
     "status",
     "seeds_holding",
+    "seeds_needed",
     "margin",
     "n_paired",
     "diff_mean",
@@ -232,8 +280,11 @@ def check_claims(
         ± std (ddof=1) over seeds with n).
 
         The statistical columns (:func:`paired_interval` per pair, :func:`claim_status`): status
-        (``holds`` | ``holds within noise`` | ``does not hold`` | ``undetermined``, with ``(n seeds:
-        no interval)`` under 3 paired seeds); n_paired (the fewest seeds with both sides finite over
+        (``holds`` | ``undecided (holds on the means)`` | ``undecided (fails on the means)`` | ``does not
+        hold`` | ``undetermined``, with ``(n seeds: no interval)`` under 3 paired seeds); seeds_needed
+        (for an undecided claim, the seeds its observed effects and spreads would need to decide it:
+        :func:`seeds_needed`, the most over its undecided comparisons; ``inf`` for an effect of 0, empty
+        for a decided claim); n_paired (the fewest seeds with both sides finite over
         the pairs); diff_mean, diff_ci_low, diff_ci_high (the mean paired difference, oriented
         positive on the claimed side, and its 95 % t interval, of the pair closest to failing: the
         smallest interval low, else the smallest mean; ``nan`` bounds without an interval);
@@ -305,6 +356,10 @@ def _claim_row(claim: dict, tree: tuple, terms: list[Term], per_seed: list[np.nd
     ]
     binding = _binding(intervals)
     verdict = "undetermined" if undetermined else ("yes" if holds else "no")
+    status = claim_status(verdict, intervals)
+    open_ = (
+        [seeds_needed(i) for i in intervals if i["kind"] == "noise"] if status.startswith("undecided") else []
+    )
     count = f"{int(seed_holds.sum())}/{n_seeds}"
     if seed_undetermined.any():
         count += f" ({int(seed_undetermined.sum())} undetermined)"
@@ -312,8 +367,9 @@ def _claim_row(claim: dict, tree: tuple, terms: list[Term], per_seed: list[np.nd
         **{k: claim.get(k, "") for k in ("id", "text", "check")},
         "at": claim.get("at", "final"),
         "holds": verdict,
-        "status": claim_status(verdict, intervals),
+        "status": status,
         "seeds_holding": count,
+        "seeds_needed": max(open_, default=np.nan),
         "margin": np.nan if undetermined else _margin(pairs),
         "n_paired": min(i["n"] for i in intervals),
         "diff_mean": binding["mean"],
@@ -327,15 +383,26 @@ def _claim_row(claim: dict, tree: tuple, terms: list[Term], per_seed: list[np.nd
 
 CLAIMS_LEGEND = (
     "holds: on the means over seeds (yes, no, undetermined when an operand has no value). status: "
-    "holds (on the means, and every comparison's 95 % interval lies on the claimed side), holds within "
-    "noise (on the means, but some interval reaches the other side), does not hold (fails on the means), "
-    "undetermined; '(n seeds: no interval)' when a comparison pairs fewer than 3 seeds.",
+    "holds (every comparison's 95 % interval lies on the claimed side), does not hold (some interval lies "
+    "on the other side; without intervals, it fails on the means), undecided (no interval on the other "
+    "side but some straddles the threshold: the seeds cannot decide it; whether it holds or fails on the "
+    "means in brackets), undetermined; '(n seeds: no interval)' when a comparison pairs fewer than 3 seeds.",
+    "seeds to decide: for an undecided claim, the seeds at which its observed mean paired difference and "
+    "spread would give an interval clear of the threshold (either way; inf: a mean difference of 0), "
+    "so that an underpowered comparison reads apart from a failing one.",
     "paired difference: per comparison, the mean over seeds of the per-seed difference of its two sides "
     "(seed s of one run against seed s of the other: same partition and participation), oriented positive "
     "on the claimed side (a - b for a > b, b - a for a < b), with its 95 % Student t interval over seeds; "
     "against a constant (a number, seedmin/seedmax) the one-sample interval.",
 )
 """The legend under ``claims.md`` (one entry a line)."""
+
+
+def needed_text(value: float) -> str:
+    """``seeds_needed`` as a cell: empty for a decided claim, ``inf``, or ``n``."""
+    if not isinstance(value, (int, float)) or np.isnan(value):
+        return ""
+    return "inf" if np.isinf(value) else f"{int(value)}"
 
 
 def claims_markdown(df: pd.DataFrame) -> str:
@@ -345,7 +412,8 @@ def claims_markdown(df: pd.DataFrame) -> str:
         df: as returned by :func:`check_claims`.
 
     Returns:
-        A table with columns id, claim, check, holds, status, seeds (seeds_holding), means
+        A table with columns id, claim, check, holds, status, seeds (seeds_holding), seeds to decide
+        (seeds_needed), means
         (comparisons) and paired difference (intervals: ``mean [95 % CI] (n=k)`` per comparison), the
         legend (:data:`CLAIMS_LEGEND`), then each claim's operands with their mean ± std over seeds.
     """
@@ -363,6 +431,7 @@ def claims_markdown(df: pd.DataFrame) -> str:
             "holds": df["holds"],
             "status": df["status"],
             "seeds": df["seeds_holding"],
+            "seeds to decide": df["seeds_needed"].map(needed_text),
             "means": df["comparisons"],
             "paired difference [95 % CI]": df["intervals"],
         }

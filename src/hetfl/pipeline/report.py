@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from hetfl.pipeline.aggregate import CLIENTS_LEGEND, client_tables, summary_table
-from hetfl.pipeline.claims_check import CLAIMS_LEGEND
+from hetfl.pipeline.claims_check import CLAIMS_LEGEND, needed_text
 
 PAPERS = {
     "pfedme": "Dinh, Tran, Nguyen: Personalized Federated Learning with Moreau Envelopes (NeurIPS 2020)",
@@ -164,7 +164,7 @@ def _legend(lines) -> str:
 
 def _status_class(status: str) -> str:
     """The CSS class of a claim's statistical status (``hetfl.pipeline.claims_check.claim_status``)."""
-    for prefix, css in (("holds within noise", "noise"), ("holds", "yes"), ("does not hold", "no")):
+    for prefix, css in (("undecided", "noise"), ("holds", "yes"), ("does not hold", "no")):
         if status.startswith(prefix):
             return css
     return "undetermined"
@@ -175,7 +175,7 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
 
     Args:
         claims: the rows of ``claims.csv`` (``hetfl.pipeline.claims_check.check_claims``); uses id, text, check, at,
-            holds, status, seeds_holding, comparisons, intervals, operands.
+            holds, status, seeds_holding, seeds_needed (when present), comparisons, intervals, operands.
         about: :func:`study_about` of the study.
     """
     rows = []
@@ -187,6 +187,7 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
             f"<td class='{html.escape(str(c.holds))}'>{html.escape(str(c.holds))}</td>",
             f"<td class='{_status_class(str(c.status))}'>{html.escape(str(c.status))}</td>",
             f"<td>{html.escape(str(c.seeds_holding))}</td>",
+            f"<td>{html.escape(needed_text(getattr(c, 'seeds_needed', '')))}</td>",
             f"<td>{html.escape(str(c.comparisons))}</td>",
             f"<td>{html.escape(str(c.intervals))}</td>",
             f"<td>{html.escape(str(c.operands))}</td>",
@@ -201,6 +202,7 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
             "holds",
             "status",
             "seeds holding",
+            "seeds to decide",
             "means",
             "paired difference [95 % CI]",
             "operands",
@@ -208,11 +210,13 @@ def claims_page(claims: pd.DataFrame, about: dict[str, Any]) -> str:
     )
     n_holds = int((claims["holds"] == "yes").sum()) if len(claims) else 0
     n_clear = int(claims["status"].astype(str).str.fullmatch("holds").sum()) if len(claims) else 0
+    n_open = int(claims["status"].astype(str).str.startswith("undecided").sum()) if len(claims) else 0
     body = [_header(f"Claims: {about['study']}", about)]
     if rows:
         body += [
             f"<p>{n_holds} of {len(rows)} claims hold on the means over seeds; {n_clear} of them with every "
-            "95 % interval on the claimed side (status holds).</p>",
+            f"95 % interval on the claimed side (status holds); {n_open} undecided (an interval straddles "
+            "its threshold).</p>",
             f"<table><thead><tr>{head}</tr></thead><tbody>",
             *rows,
             "</tbody></table>",

@@ -23,8 +23,13 @@ written (a label, a paper's number, a dash). A ref is one of
 - ``claims:<pattern>[,<pattern>...]``: ``h of n``, the claims that hold of those checked, over the
   studies whose name matches a pattern (``pfedme_*``; ``*`` is every study of the suite), from the
   studies' ``claims.csv``;
-- ``notholding:<patterns>``, ``checked:<patterns>``, ``studies:<patterns>``: the number of claims that
-  do not hold; of claims checked; of studies.
+- ``notholding:<patterns>``, ``checked:<patterns>``, ``studies:<patterns>``, ``undecided:<patterns>``: the
+  number of claims that do not hold; of claims checked; of studies; of claims whose status is undecided
+  (a paired interval straddles the threshold, ``hetfl.pipeline.claims_check.claim_status``);
+- ``status:<study>/<id>[,<id>...]``: each claim's status as a cell, ``does not hold``, ``holds`` or
+  ``undecided, n seeds to decide`` (its ``seeds_needed``), joined by ``; ``;
+- ``interval:<study>/<id>``: the claim's paired differences with their 95 % intervals (its ``intervals``:
+  ``mean [low, high] (n=k)`` per comparison, joined by ``; ``).
 
 A row whose first cell repeats (one study, several claims) is named by its first cells joined by
 `` | `` (``"`baselines_mnist` | B4"``); the cell specs are then for the columns after those.
@@ -53,6 +58,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from hetfl.pipeline.claims_check import needed_text
+
 SPEC = Path("docs/results/tables.yaml")
 DATA = Path("docs/results/data")
 MARKER = re.compile(r"^<!-- table: (?P<name>[\w-]+) -->$")
@@ -68,7 +75,7 @@ FORMAT = re.compile(r"^(?P<kind>pct|dec)(?P<digits>\d)(?P<mean>m?)$")
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 CELL_SPLIT = re.compile(r"(?<!\\)\|")
 MISSING = "—"
-CLAIM_REFS = ("claims", "notholding", "checked", "studies")
+CLAIM_REFS = ("claims", "notholding", "checked", "studies", "undecided", "status", "interval")
 
 
 class ResultsPagesError(ValueError):
@@ -160,6 +167,8 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
         ResultsPagesError: a malformed ref, an unknown statistic, or a run/metric not in the summary.
     """
     kind, _, rest = ref.partition(":")
+    if kind in ("status", "interval") and rest:
+        return claim_statuses(data, suite, rest, column="status" if kind == "status" else "intervals")
     if kind in CLAIM_REFS and rest:
         patterns = [p.strip() for p in rest.split(",")]
         if kind == "studies":
@@ -170,6 +179,7 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
             "claims": f"{holds} of {len(claims)}",
             "notholding": str(len(claims) - holds),
             "checked": str(len(claims)),
+            "undecided": str(int(claims["status"].astype(str).str.startswith("undecided").sum())),
         }[kind]
     match = REF.match(ref)
     if not match:
@@ -190,6 +200,28 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
         return format_value(row["paper"], float("nan"), match["format"] or fmt)
     mean = stat if stat in CLIENT_STATS else f"{stat}_mean"  # the std is f"{stat}_std" in both tables
     return format_value(row[mean], row[f"{stat}_std"], match["format"] or fmt)
+
+
+def claim_statuses(data: Data, suite: str, rest: str, column: str = "status") -> str:
+    """The text of ``status:<study>/<id>[,<id>...]`` (``column`` status) or ``interval:<study>/<id>``
+    (``column`` intervals) (the module's docstring).
+
+    Raises:
+        ResultsPagesError: no ``/``, or an id not among the study's claims.
+    """
+    study, slash, ids = rest.partition("/")
+    if not slash or not ids:
+        raise ResultsPagesError(f"ref {{status:{rest}}}: status:<study>/<id>[,<id>...] (or interval:)")
+    claims = data.claims(suite, [study.strip()]).set_index("id")
+    texts = []
+    for claim in (i.strip() for i in ids.split(",")):
+        if claim not in claims.index:
+            raise ResultsPagesError(f"ref {{status:{rest}}}: {suite}/{study} has no claim {claim!r}")
+        status, needed = str(claims.at[claim, column]), claims.at[claim, "seeds_needed"]
+        if column == "status" and status.startswith("undecided"):
+            status = f"undecided, {needed_text(float(needed))} seeds to decide"
+        texts.append(status)
+    return "; ".join(texts)
 
 
 def render_cell(template: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
