@@ -2,7 +2,8 @@
 
 The server holds x^(t) (the model, ``[1, ...]``) and y^(t) (``[1, ...]``: a perturbation or class
 weights); p_i = n_i/N (``client_weights: samples``, the paper's "relative sample size") or 1/n.
-Evaluation adds the objective's metrics (``objectives.METRICS``) to the clean ``{train,test}_{loss,acc}_global``
+Evaluation adds the objective's metrics (``objectives.METRICS``; for the fair objective Φ and Φ̃, the latter
+with :func:`surrogate_weights`) to the clean ``{train,test}_{loss,acc}_global``
 of the global x, plus ``tau_eff`` (τ_eff of the last round, in steps), ``client_steps`` (local SGD
 steps so far, all clients) and ``rounds_to_target`` (the first evaluated round whose test accuracy
 reached ``target_acc``; NaN before, and without a target).
@@ -62,6 +63,14 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
             raise ConfigError(f"{key}.target_acc", f"an accuracy in (0, 1], got {self.target_acc}")
 
 
+def surrogate_weights(p: Tensor, work: LocalWork, hp) -> Tensor:
+    """w̃_i = p_i E‖ā_i‖₁ / Σ_j p_j E‖ā_j‖₁ ``[n]`` (float64): the weights of the surrogate F̃ = Σ_i w̃_i f_i whose
+    stationary point naive aggregation (Local SGDA, with momentum ``hp.momentum``) reaches (Theorem 1, Eq. (2);
+    Corollary 1.1), the expectation over this run's local work (the actual ‖ā_i‖₁ with ``tau_redraw: fixed``)."""
+    weight = p * work.expected_a_l1(hp.momentum)
+    return weight / weight.sum()
+
+
 class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
     """Base of the minimax algorithms on client data. State: ``x [1, ...]`` (model), ``y [1, ...]``.
 
@@ -85,7 +94,9 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
         )
         unit = -(-sizes // hp.batch_size) if hp.tau_unit == "epochs" else torch.ones(n, dtype=torch.long)
         self.work = LocalWork(unit, hp.tau_min, hp.tau_max, hp.tau_draw, hp.tau_redraw, self.rng)
-        self.objective = OBJECTIVES[hp.objective](fed, n, self.p, hp)
+        self.objective = OBJECTIVES[hp.objective](
+            fed, n, self.p, hp, surrogate_weights(self.p, self.work, hp)
+        )
         self.x = self.initial_model()
         self.y = self.objective.init_y()
         self.t = 0

@@ -9,6 +9,10 @@
   π_c = N_c/N, so Σ_i p_i f_i = F for p_i = n_i/N; y^(0) = 1/C; unbiased minibatch gradients
   ∇_x = (1/|B|) Σ_j (y_{b_j}/π_{b_j}) ∇ℓ_j, ∂_{y_c} = (1/|B|) Σ_j 1[b_j = c] ℓ_j/π_c − λ y_c.
   "Worst distribution test accuracy" = the lowest per-class accuracy on the pooled test set.
+  Its primal functions, in closed form (the inner maximization is a projection onto the simplex):
+  Φ(x) = max_{y∈Δ_C} F(x, y) (Corollary 1.1's Φ, ``phi_global``) and Φ̃(x) = max_y F̃(x, y) of the surrogate
+  F̃ = Σ_i w̃_i f_i, w̃_i ∝ p_i E‖ā_i‖₁, to which Local SGDA converges (Theorem 1, Eq. (2);
+  ``phi_surrogate_global``).
 - ``standard``: plain minimization (y is empty): Local SGDA is FedAvg with heterogeneous τ_i and
   Fed-Norm-SGDA is FedNova.
 
@@ -40,9 +44,11 @@ METRICS = (
     "worst_class_acc_global",
     "y_norm",
     "y_max",
+    "phi_global",
+    "phi_surrogate_global",
 )
 """Metrics an objective may add: the training objective Σ_i p_i f_i(x, y) (Figs 6/7), robust (Figs 3/4)
-and worst-class (Figs 5/10) test accuracy, and the size of y."""
+and worst-class (Figs 5/10) test accuracy, the size of y, and (fair) the primal functions Φ and Φ̃."""
 
 CHUNK = 2048  # samples per forward in evaluation
 
@@ -63,13 +69,15 @@ class Objective:
     """f_i(x, y) on client data, for the clients ``0..n-1`` of a federation.
 
     Args:
-        fed: the federation; n: clients in the objective; p: ``Tensor[n]`` their weights.
+        fed: the federation; n: clients in the objective; p: ``Tensor[n]`` their weights; surrogate:
+            ``Tensor[n]`` the weights w̃ of the surrogate objective F̃ = Σ_i w̃_i f_i (float64, Σ = 1; None: p).
     """
 
     name: ClassVar[str]
 
-    def __init__(self, fed: Federation, n: int, p: Tensor, hp):
+    def __init__(self, fed: Federation, n: int, p: Tensor, hp, surrogate: Tensor | None = None):
         self.fed, self.model, self.n, self.p, self.hp = fed, fed.model, n, p, hp
+        self.surrogate = p if surrogate is None else surrogate
 
     def init_y(self) -> Tensor:
         """y^(0): ``[1, ...]``."""
@@ -196,13 +204,22 @@ class Robust(Objective):
         ]
 
 
+def simplex_max(values: Tensor, lam: float) -> float:
+    """max_{y ∈ Δ_C} ⟨y, v⟩ − (λ/2)‖y‖² of ``values`` v ``[C]`` (float64): the maximizer is y* = Π_Δ(v/λ), since
+    the objective is −(λ/2)‖y − v/λ‖² + ‖v‖²/(2λ); with λ = 0, max_c v_c (a vertex)."""
+    if lam == 0:
+        return float(values.max())
+    y = project_simplex((values / lam).unsqueeze(0))[0]
+    return float(values @ y - 0.5 * lam * (y @ y))
+
+
 class Fair(Objective):
     """Fair classification over class weights y ∈ Δ_C with −(λ/2)‖y‖², λ = ``fair_lambda`` (Eq. (8))."""
 
     name = "fair"
 
-    def __init__(self, fed, n, p, hp):
-        super().__init__(fed, n, p, hp)
+    def __init__(self, fed, n, p, hp, surrogate=None):
+        super().__init__(fed, n, p, hp, surrogate)
         labels = fed.train.y[: int(fed.train.offsets[n])].cpu()
         counts = torch.bincount(labels, minlength=fed.model.num_classes).double()
         self.prior = (counts / counts.sum()).clamp_min(1.0 / counts.sum())  # π_c = N_c / N
@@ -250,11 +267,14 @@ class Fair(Objective):
         hits = torch.zeros(k, dtype=torch.float64).index_add_(0, labels, correct)
         counts = torch.bincount(labels, minlength=k).double()
         per_class = hits[counts > 0] / counts[counts > 0]
+        lam = self.hp.fair_lambda
         return [
             ("train_loss_minimax_global", objective),
             ("worst_class_acc_global", float(per_class.min())),
             ("y_norm", float(yd.norm())),
             ("y_max", float(yd.max())),
+            ("phi_global", simplex_max(self.p @ f_ci, lam)),  # Φ(x) = max_y Σ_c y_c F_c(x) − (λ/2)‖y‖²
+            ("phi_surrogate_global", simplex_max(self.surrogate @ f_ci, lam)),  # Φ̃(x), F̃ = Σ_i w̃_i f_i
         ]
 
 
