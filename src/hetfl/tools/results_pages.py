@@ -209,14 +209,15 @@ def claim_statuses(data: Data, suite: str, rest: str, column: str = "status") ->
     Raises:
         ResultsPagesError: no ``/``, or an id not among the study's claims.
     """
+    kind = "status" if column == "status" else "interval"
     study, slash, ids = rest.partition("/")
     if not slash or not ids:
-        raise ResultsPagesError(f"ref {{status:{rest}}}: status:<study>/<id>[,<id>...] (or interval:)")
+        raise ResultsPagesError(f"ref {{{kind}:{rest}}}: {kind}:<study>/<id>[,<id>...]")
     claims = data.claims(suite, [study.strip()]).set_index("id")
     texts = []
     for claim in (i.strip() for i in ids.split(",")):
         if claim not in claims.index:
-            raise ResultsPagesError(f"ref {{status:{rest}}}: {suite}/{study} has no claim {claim!r}")
+            raise ResultsPagesError(f"ref {{{kind}:{rest}}}: {suite}/{study} has no claim {claim!r}")
         status, needed = str(claims.at[claim, column]), claims.at[claim, "seeds_needed"]
         if column == "status" and status.startswith("undecided"):
             status = f"undecided, {needed_text(float(needed))} seeds to decide"
@@ -404,8 +405,8 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
     studies = sorted(p.parent.name for p in Path(tables).glob("*/summary.csv"))
     if not studies:
         raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
-    needed = _studies_read(load_specs(root / SPEC), suite)
-    per_client = _studies_read(load_specs(root / SPEC), suite, clients=True)
+    specs = load_specs(root / SPEC)
+    needed, per_client = _studies_read(specs, suite), _studies_read(specs, suite, clients=True)
     absent = sorted(needed - set(studies))
     if absent:
         raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
