@@ -405,9 +405,9 @@ def test_hyperparameters_without_the_new_keys_keep_their_values():
         "lr_w": 0.1,
         "tau": 10,
         "local_theta_steps": 0,
-        "server_lr": 1.0,
         "personal_init": "random",
         "aggregation": "batched",
+        **{k: v for k, v in FEDAVG_FAMILY_NEUTRAL.items() if k.startswith("server_")},
         **NEUTRAL,
     }
 

@@ -144,6 +144,34 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             "studies.s.runs.x.sampling",
             "allowed: epoch, replacement, sequential",
         ),
+        (
+            {
+                "model": {"name": "dnn", "hidden": 4},
+                "runs": {
+                    "x": {"algorithm": "ffgg", "model": {"split": "output"}, "server_optimizer": "adam"}
+                },
+            },
+            "studies.s.runs.x.server_optimizer",
+            "needs Algorithm 4",
+        ),
+        (
+            {
+                "model": {"name": "dnn", "hidden": 4},
+                "runs": {
+                    "x": {"algorithm": "fedalt", "model": {"split": "output"}, "server_optimizer": "lamb"}
+                },
+            },
+            "studies.s.runs.x.server_optimizer",
+            "adam",
+        ),
+        (
+            {
+                "model": {"name": "dnn", "hidden": 4},
+                "runs": {"x": {"algorithm": "fedsim", "model": {"split": "input"}, "server_beta2": 1.0}},
+            },
+            "studies.s.runs.x.server_beta2",
+            "[0, 1)",
+        ),
         ({"runs": {"a/b": {"algorithm": "fedavg"}}}, "studies.s.runs.a/b", "only letters"),
         # a study-level setting: named where it is set, not under the first run that takes it
         ({"sampling": "shuffle"}, "studies.s.sampling", "allowed: epoch, replacement, sequential"),

@@ -210,6 +210,8 @@ INERT_OPTIONS = sorted(
     for option in requirements(cls.Hyperparameters.names())
 )
 ENABLING_EXTRA = {("lr_schedule", "step"): {"lr_step_size": 1}}  # what the enabling setting itself needs
+# what an algorithm needs beside the enabling setting: FFGG takes a server optimizer in Algorithm 4 only
+ALGORITHM_EXTRA = {("ffgg", "server_optimizer"): {"local_theta_steps": 1}}
 
 
 def _resolve(name: str, env: str, run: dict, split: str = "output"):
@@ -247,7 +249,7 @@ def test_every_option_another_setting_makes_inert_is_refused_naming_both_keys(na
     with pytest.raises(ConfigError) as err:
         _resolve(name, env, {option: value, enabling: off})
     assert err.value.key == f"studies.s.runs.r.{option}" and enabling in err.value.message
-    extra = ENABLING_EXTRA.get((enabling, on), {})
+    extra = {**ENABLING_EXTRA.get((enabling, on), {}), **ALGORITHM_EXTRA.get((name, enabling), {})}
     spec = _resolve(name, env, {option: value, enabling: on, **extra})  # taken with its enabling setting
     assert spec.hyperparameters[option] == value
 

@@ -304,6 +304,32 @@ PERSONALIZED = {  # name -> (algorithm, hyper-parameters, model split); minibatc
         "none",
     ),
 }
+# the server optimizer on θ (FFGG's Algorithm 4, FedAlt, FedSim), on cases above
+PERSONALIZED.update(
+    {
+        "ffgg-local-theta-steps-adam-output": (
+            "ffgg",
+            {
+                **PERSONALIZED["ffgg-local-theta-steps-input"][1],
+                **{"server_optimizer": "adam", "server_lr": 0.05, "server_eps": 0.01},
+            },
+            "output",
+        ),
+        "fedalt-avgm-input": (
+            "fedalt",
+            {**PERSONALIZED["fedalt-output"][1], "server_optimizer": "avgm", "server_lr": 0.8},
+            "input",
+        ),
+        "fedsim-yogi-stateful-adapter": (
+            "fedsim",
+            {
+                **PERSONALIZED["fedsim-stateful-output"][1],
+                **{"server_optimizer": "yogi", "server_lr": 0.03, "server_beta2": 0.9},
+            },
+            "adapter",
+        ),
+    }
+)
 PERSONALIZED.update(
     with_optimizer(
         PERSONALIZED,

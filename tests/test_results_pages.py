@@ -92,7 +92,9 @@ def test_the_command_exits_nonzero_naming_the_table(repo_copy, capsys):
 def test_bad_specs_raise_naming_page_and_table(repo_copy):
     spec = repo_copy / rp.SPEC
     tables = yaml.safe_load(spec.read_text())
-    tables["ffgg_table2"]["rows"]["`ffgg_mnist_rotated` (4 rotations)"]["cells"][0] = "fedavg.no_such_metric"
+    tables["ffgg_table2"]["rows"]["`ffgg_writers` (150 FEMNIST-like writers)"]["cells"][0] = (
+        "fedavg.no_such_metric"
+    )
     spec.write_text(yaml.safe_dump(tables, allow_unicode=True))
     with pytest.raises(rp.ResultsPagesError, match="docs/results/ffgg.md: table ffgg_table2.*no_such_metric"):
         rp.generate(repo_copy, check=True)

@@ -23,6 +23,7 @@ from hetfl.reference.common import (
     state_of,
 )
 from hetfl.reference.fedavg_ft import finetune
+from hetfl.reference.fedavg_like import ServerOpt
 
 
 def _personal_inits(fed, count, gen, personal, default):
@@ -33,9 +34,12 @@ def _personal_inits(fed, count, gen, personal, default):
     return [{k: v[i] for k, v in fresh.items()} for i in range(count)]
 
 
-def _server(theta, states, sampled, fed, hp, lr):
+def _server(theta, states, sampled, fed, hp, averaging: ServerOpt):
+    """θ − server_lr (θ − mean θ_m), or the server optimizer's step (``server_optimizer`` not ``sgd``)."""
     mean = mean_states(states, sample_weights(fed, sampled.tolist(), hp.client_weights))
-    return {k: v - lr * (v - mean[k]) for k, v in theta.items()}
+    if averaging.kind != "sgd":
+        return averaging.step(theta, mean)
+    return {k: v - averaging.lr * (v - mean[k]) for k, v in theta.items()}
 
 
 def _evaluate(fed, hp, seed, t, sampling, theta, starts_of, lr):
@@ -59,6 +63,7 @@ def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
     personal = fed.model.personal_keys()
     w0 = initial_state(fed, seed)
     theta = {k: v for k, v in w0.items() if k not in personal}
+    averaging = ServerOpt(hp)  # Algorithm 4's, FedAlt's and FedSim's server step
     default = {k: w0[k] for k in personal}
     server = make_module(fed, w0)  # Algorithm 1: holds θ for the server's optimizer (its w unused)
     server_opt = TorchSGD(server, hp, list(theta))
@@ -91,7 +96,7 @@ def ffgg(fed: Federation, hp, seed: int, schedule: Tensor, sampling: str = "epoc
             )
             theta = {k: v for k, v in state_of(server).items() if k in theta}
         else:
-            theta = _server(theta, states, sampled, fed, hp, hp.server_lr)
+            theta = _server(theta, states, sampled, fed, hp, averaging)
         starts = lambda g: _personal_inits(fed, fed.num_clients, g if random else None, personal, default)  # noqa: E731
         yield {"personal": _evaluate(fed, hp, seed, t, sampling, theta, starts, hp.lr_w)}
 
@@ -106,6 +111,7 @@ def split_training(fed: Federation, hp, seed: int, schedule: Tensor, sampling: s
     personal = fed.model.personal_keys()
     w0 = initial_state(fed, seed)
     theta = {k: v for k, v in w0.items() if k not in personal}
+    averaging = ServerOpt(hp)  # Algorithm 4's, FedAlt's and FedSim's server step
     stored = [{k: w0[k].clone() for k in personal} for _ in range(fed.num_clients)]
     momentum = [{} for _ in range(fed.num_clients)]  # stateful clients' w momentum buffers
     default = {k: w0[k] for k in personal}
@@ -132,7 +138,7 @@ def split_training(fed: Federation, hp, seed: int, schedule: Tensor, sampling: s
                 kept = opt_first.momentum()
                 momentum[client].update({k: v for k, v in kept.items() if k in personal})
             states.append({k: state[k] for k in theta})
-        theta = _server(theta, states, sampled, fed, hp, hp.server_lr)
+        theta = _server(theta, states, sampled, fed, hp, averaging)
         starts = lambda g: [s if hp.stateful else default for s in stored]  # noqa: E731
         yield {"personal": _evaluate(fed, hp, seed, t, sampling, theta, starts, hp.lr)}
 

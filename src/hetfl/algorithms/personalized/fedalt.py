@@ -10,6 +10,9 @@ docs/papers/ffgg.md §3.5). Round r, each sampled client m:
     (stateful: store w_m)
     θ^{r+1} = θ^r − server_lr · (θ^r − weighted mean θ_m)          # FedAvg server, lr 1.0
 
+or, with ``server_optimizer`` other than ``sgd``, the server optimizer's step on the pseudo-gradient
+mean θ_m − θ^r (FedAdam etc., Reddi et al., ICLR 2021; Pillutla et al.'s GLDv2 and StackOverflow runs).
+
 ``stateful: false`` is the variant of FFGG's table ("FedAlt (Stateless)"): the personal part restarts
 from the default (initial) client parameters every round.
 
@@ -25,6 +28,7 @@ import dataclasses
 
 from torch import Tensor
 
+from hetfl.algorithms.hyperparameters import ServerOptimization
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.grad import sgd_step
 from hetfl.engine.optim import ClientOptimizer
@@ -33,15 +37,15 @@ from hetfl.engine.state import put
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitTrainingHyperparameters(PartialHyperparameters):
+class SplitTrainingHyperparameters(PartialHyperparameters, ServerOptimization):
     """``lr`` (client SGD, both parts), ``local_steps`` (steps on θ; FedSim: joint steps),
-    ``personal_steps`` (FedAlt's steps on w; null: ``local_steps``), ``server_lr``, ``stateful``, and the
-    client optimizer (its schedule scales ``lr``)."""
+    ``personal_steps`` (FedAlt's steps on w; null: ``local_steps``), ``stateful``, the server optimizer
+    (``ServerOptimization``: ``server_optimizer``, ``server_lr``, ...) and the client optimizer (its schedule
+    scales ``lr``)."""
 
     lr: float = 0.01
     local_steps: int = 20
     personal_steps: int | None = None
-    server_lr: float = 1.0
     stateful: bool = False
 
     def step_sizes(self) -> tuple[str, ...]:
@@ -49,7 +53,7 @@ class SplitTrainingHyperparameters(PartialHyperparameters):
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "lr", "local_steps", "server_lr")
+        self._positive(key, "lr", "local_steps")
         self._positive(key, "personal_steps", allow_zero=True)
 
 

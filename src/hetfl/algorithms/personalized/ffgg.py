@@ -13,7 +13,10 @@ Algorithm 1 (``local_theta_steps: 0``), round r:
 
 Algorithm 4 (``local_theta_steps: K > 0``): after the fine-tuning, K alternating steps
 w ← w − γ_w ∇_w f_m(θ_k, w); θ_k ← θ_k − γ_θ ∇_θ f_m(θ_k, w) (the second gradient at the new w, on the
-same minibatch), Δ_m = θ^r − θ_K, and θ^{r+1} = θ^r − server_lr · mean Δ_m (the pseudo-code: 1).
+same minibatch), Δ_m = θ^r − θ_K, and θ^{r+1} = θ^r − server_lr · mean Δ_m (the pseudo-code: 1); or,
+with ``server_optimizer`` other than ``sgd``, the server optimizer's step with −mean Δ_m as its
+pseudo-gradient (FedAdam etc., Reddi et al., ICLR 2021: the server of the paper's GLDv2 and StackOverflow
+protocols, App. E.6, Table 3).
 
 ``personal_init: random`` draws w from the model's default initialization each round (stream
 ``algorithm``; the paper's random init, N(0, I) in its quadratic code); ``initial`` starts from the
@@ -38,32 +41,43 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from hetfl.algorithms.hyperparameters import ServerOptimization
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.chunks import stitch
 from hetfl.engine.grad import client_grads, sgd_step
 from hetfl.engine.params import Params, rows
+from hetfl.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
-class FFGGHyperparameters(PartialHyperparameters):
+class FFGGHyperparameters(PartialHyperparameters, ServerOptimization):
     """``lr_theta`` γ_θ, ``lr_w`` γ_w, ``tau`` τ (fine-tuner steps), ``local_theta_steps`` K (0: Algorithm 1),
-    ``server_lr`` (Algorithm 4), ``personal_init`` (``random`` | ``initial``), plus the shared ones (the
-    client optimizer's schedule scales both γ_θ and γ_w)."""
+    ``personal_init`` (``random`` | ``initial``), the server optimizer of Algorithm 4's averaging
+    (``ServerOptimization``: ``server_optimizer``, ``server_lr``, ...), plus the shared ones (the client
+    optimizer's schedule scales both γ_θ and γ_w)."""
 
     lr_theta: float = 0.1
     lr_w: float = 0.1
     tau: int = 10
     local_theta_steps: int = 0
-    server_lr: float = 1.0
     personal_init: Literal["random", "initial"] = "random"
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr_theta", "lr_w")
 
     def check(self, key: str) -> None:
+        """Raises: ConfigError: a step size not positive, τ or K negative, or a server optimizer other than
+        ``sgd`` with Algorithm 1 (``local_theta_steps: 0``), whose θ-step is γ_θ's own step at the server."""
         super().check(key)
-        self._positive(key, "lr_theta", "lr_w", "server_lr")
+        self._positive(key, "lr_theta", "lr_w")
         self._positive(key, "tau", "local_theta_steps", allow_zero=True)
+        if self.local_theta_steps == 0 and self.server_optimizer != "sgd":
+            raise ConfigError(
+                f"{key}.server_optimizer",
+                "Algorithm 1 (local_theta_steps: 0) steps θ with γ_θ at the server; a server optimizer needs "
+                "Algorithm 4 (local_theta_steps > 0)",
+                allowed=("sgd",),
+            )
 
 
 class FFGG(PartialPersonalization):

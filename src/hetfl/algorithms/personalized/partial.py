@@ -178,7 +178,12 @@ class PartialPersonalization(AdaptsForEvaluation):
 
     def theta_step(self, t: int, mean: Params) -> None:
         """θ ← θ − server_lr · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]``
-        (``server_lr`` 1: their average)."""
+        (``server_lr`` 1: their average); with a ``server_optimizer`` other than ``sgd``, that optimizer's step
+        (:meth:`server_step`, ``hetfl.engine.server``: Δ = mean − θ its pseudo-gradient, its state kept across
+        rounds)."""
+        if getattr(self.hp, "server_optimizer", "sgd") != "sgd":
+            self.theta = self.server_step(self.theta, mean)
+            return
         lr = self.hp.server_lr
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
 
