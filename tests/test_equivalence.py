@@ -353,3 +353,14 @@ def test_personalized_batched_matches_reference(name, hp, split, model):
         pytest.skip("a one-layer model has no global part under this split (rejected by the config)")
     fed = tiny_federation(model, split=split)
     follow_reference(fed, name, hp, references()[name], sampling="epoch", seed=5, rounds=ROUNDS)
+
+
+@pytest.mark.parametrize(
+    "name,hp,split",
+    params(PERSONALIZED, "ffgg-initial-adapter", "fedalt-stateful-adapter", "fedsim-yogi-stateful-adapter"),
+)
+def test_residual_adapters_batched_match_reference(name, hp, split):
+    """The CNN's residual adapters (``adapter_kind: residual``) as the personal part, against the references'
+    plain modules."""
+    fed = tiny_federation("cnn", split=split, model_options={"adapter_kind": "residual"})
+    follow_reference(fed, name, hp, references()[name], sampling="epoch", seed=5, rounds=ROUNDS)

@@ -51,6 +51,7 @@ def tiny_federation(
     seed: int = 0,
     split: str = "none",
     device: torch.device | str = "cpu",
+    model_options: dict | None = None,
 ) -> Federation:
     """A federation of a few clients with unequal sizes, random inputs and random labels, on ``device``.
 
@@ -70,6 +71,7 @@ def tiny_federation(
         split: the model's personalization split (``none``, ``input``, ``output``, ``adapter`` with rank 2).
         device: where the data (and so the algorithms' models) live: ``cpu`` (the default) or ``cuda``; the
             data are drawn on the CPU, so a CUDA federation holds the same numbers.
+        model_options: further options of the model (e.g. ``{"adapter_kind": "residual"}`` for the CNN).
 
     Returns:
         the ``Federation``: ``train.x [Σ sizes, *sample_shape]``, ``train.y [Σ sizes]`` (long), ``test``
@@ -87,7 +89,8 @@ def tiny_federation(
         return ClientSplit(xs, ys, torch.device(device), dtype)
 
     extra = {"hidden": 5} if model == "dnn" else {"channels": [2, 3], "hidden": 4} if model == "cnn" else {}
-    spec = normalize_model_spec({"name": model, "split": split, "adapter_rank": 2, **extra}, "model")
+    options = {"name": model, "split": split, "adapter_rank": 2, **extra, **(model_options or {})}
+    spec = normalize_model_spec(options, "model")
     return Federation(client_split(1.0), client_split(0.5), build_model(spec, sample_shape, classes))
 
 

@@ -11,9 +11,10 @@ A split names which parameters are personal (kept or re-initialized per client) 
 | ``output`` | the last layer (weight and bias) |
 | ``adapter`` | a rank-r adapter per layer, ``W_eff = W + up · down`` (``up [out, r]`` starts at 0, ``down [r, fan_in]``) |
 
-Pillutla et al.'s adapters are residual bottleneck modules with personal normalization layers; this
-project's models have no normalization layers and use the LoRA form instead (Hu et al., ICLR 2022):
-a low-rank personal correction of every weight, identity at initialization.
+Pillutla et al.'s adapters are residual modules with personal normalization layers; this project's
+hand-written models use the LoRA form by default (Hu et al., ICLR 2022): a low-rank personal correction of
+every weight, identity at initialization. The CNN also takes Pillutla et al.'s form (``adapter_kind:
+residual``, ``hetfl.models.residual_adapters``).
 """
 
 from __future__ import annotations

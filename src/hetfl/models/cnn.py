@@ -6,11 +6,16 @@ The "small CNN" of the All-for-one MNIST experiments and a generic image model f
 
 Batching: the C clients' channels are stacked, ``[B, C*ch, H, W]``, and each convolution is one
 ``conv2d(groups=C)``, so client c only sees its own weights ``conv.weight[c]``.
+
+The ``adapter`` split's adapters are LoRA corrections of every weight (``adapter_kind: lora``, the default;
+``hetfl.models.adapters``) or residual adapters with personal normalization parameters after each hidden
+layer (``adapter_kind: residual``, Pillutla et al., ICML 2022; ``hetfl.models.residual_adapters``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +23,15 @@ from torch import Tensor, nn
 
 from hetfl.models.adapters import LoRAConv2d, LoRALinear
 from hetfl.models.base import BatchedModel, ModelOptions, Params, linear_cm, pair, positive
+from hetfl.models.residual_adapters import (
+    ADAPTER_KINDS,
+    ResidualConv2d,
+    ResidualLinear,
+    adapt_conv,
+    adapt_linear,
+    adapter_shapes,
+    set_ones,
+)
 
 
 class CNN(BatchedModel):
@@ -25,7 +39,8 @@ class CNN(BatchedModel):
 
     Params: ``conv1.weight [C, c1, ch, k, k]``, ``conv1.bias [C, c1]``, ``conv2.weight [C, c2, c1, k, k]``,
     ``conv2.bias [C, c2]``, ``fc1.weight [C, hidden, c2·(H/4)·(W/4)]``, ``fc1.bias``, ``fc2.weight [C, K, hidden]``,
-    ``fc2.bias``.
+    ``fc2.bias``; with ``split: adapter`` and ``adapter_kind: residual``, ``<layer>.res [C, c, c]``,
+    ``<layer>.scale [C, c]``, ``<layer>.shift [C, c]`` for conv1, conv2 and fc1 (c their outputs).
 
     Raises:
         ValueError: if the input is not an image ``(ch, H, W)`` with H, W ≥ 4.
@@ -41,11 +56,22 @@ class CNN(BatchedModel):
         channels: list = pair([16, 32])
         kernel: int = positive(3)
         hidden: int = positive(64)
+        adapter_kind: Literal[ADAPTER_KINDS] = "lora"
 
     def __init__(
-        self, sample_shape, num_classes, channels=(16, 32), kernel: int = 3, hidden: int = 64, **split
+        self,
+        sample_shape,
+        num_classes,
+        channels=(16, 32),
+        kernel: int = 3,
+        hidden: int = 64,
+        adapter_kind: str = "lora",
+        **split,
     ):
         super().__init__(sample_shape, num_classes, **split)
+        if adapter_kind not in ADAPTER_KINDS:
+            raise ValueError(f"unknown adapter_kind {adapter_kind!r}; allowed: {', '.join(ADAPTER_KINDS)}")
+        self.residual = self.split == "adapter" and adapter_kind == "residual"
         if len(self.sample_shape) != 3 or min(self.sample_shape[1:]) < 4:
             raise ValueError(
                 f"model 'cnn' needs image inputs (channels, H, W) with H, W >= 4, got {sample_shape}"
@@ -73,45 +99,83 @@ class CNN(BatchedModel):
             "fc2.bias": ((self.num_classes,), self.hidden),
         }
 
+    def shapes(self):
+        """The base parameters, then the adapters' (LoRA's, or the residual adapters' of conv1, conv2, fc1)."""
+        if not self.residual:
+            return super().shapes()
+        out = dict(self.layer_shapes())
+        for layer, width in (("conv1", self.channels[0]), ("conv2", self.channels[1]), ("fc1", self.hidden)):
+            out.update(adapter_shapes(layer, width))
+        return out
+
+    def personal_keys(self) -> list[str]:
+        if not self.residual:
+            return super().personal_keys()
+        return [k for k in self.shapes() if k.rsplit(".", 1)[1] in ("res", "scale", "shift")]
+
+    def weight(self, params: Params, layer: str) -> Tensor:
+        return params[f"{layer}.weight"] if self.residual else super().weight(params, layer)
+
+    def init(self, generator, dtype=torch.float32, count=1, keys=None) -> Params:
+        """As ``BatchedModel.init``; a residual adapter starts at the identity (its scales at one)."""
+        params = super().init(generator, dtype, count, keys)
+        return set_ones(params) if self.residual else params
+
     def sample_cost(self) -> int:
         return self.channels[0] * self.sample_shape[1] * self.sample_shape[2]
 
-    def _conv(self, h: Tensor, weight: Tensor, bias: Tensor, clients: int) -> Tensor:
+    def _conv(self, h: Tensor, params: Params, layer: str, clients: int) -> Tensor:
+        weight, bias = self.weight(params, layer), params[f"{layer}.bias"]
         w = weight.reshape(-1, *weight.shape[2:])  # [C*out, in, k, k]
         h = F.conv2d(h, w, bias.reshape(-1), padding=self.kernel // 2, groups=clients)
+        if self.residual:
+            h = adapt_conv(h, params, layer, clients)
         return F.max_pool2d(torch.relu(h), 2)
 
     def forward(self, params: Params, x: Tensor) -> Tensor:
         c, b = x.shape[:2]
         h = x.transpose(0, 1).reshape(b, c * self.sample_shape[0], *self.sample_shape[1:])
-        h = self._conv(h, self.weight(params, "conv1"), params["conv1.bias"], c)
-        h = self._conv(h, self.weight(params, "conv2"), params["conv2.bias"], c)
+        h = self._conv(h, params, "conv1", c)
+        h = self._conv(h, params, "conv2", c)
         h = h.reshape(b, c, self.flat).permute(1, 2, 0)  # [C, flat, B]
-        h = torch.relu(linear_cm(self.weight(params, "fc1"), params["fc1.bias"], h))
-        return linear_cm(self.weight(params, "fc2"), params["fc2.bias"], h)
+        h = linear_cm(self.weight(params, "fc1"), params["fc1.bias"], h)
+        if self.residual:
+            h = adapt_linear(h, params, "fc1")
+        return linear_cm(self.weight(params, "fc2"), params["fc2.bias"], torch.relu(h))
 
     def reference_module(self) -> nn.Module:
-        rank = self.adapter_rank if self.split == "adapter" else 0
+        rank = self.adapter_rank if self.split == "adapter" and not self.residual else 0
         return _CNNModule(
-            self.sample_shape[0], self.channels, self.kernel, self.flat, self.hidden, self.num_classes, rank
+            self.sample_shape[0],
+            self.channels,
+            self.kernel,
+            self.flat,
+            self.hidden,
+            self.num_classes,
+            rank,
+            self.residual,
         )
 
 
 class _CNNModule(nn.Module):
-    def __init__(self, ch, channels, kernel, flat, hidden, k, rank=0):
+    def __init__(self, ch, channels, kernel, flat, hidden, k, rank=0, residual=False):
         super().__init__()
         pad = kernel // 2
 
         def conv(a, b):
+            if residual:
+                return ResidualConv2d(a, b, kernel, pad)
             return LoRAConv2d(a, b, kernel, rank, pad) if rank else nn.Conv2d(a, b, kernel, padding=pad)
 
-        def linear(a, b):
+        def linear(a, b, adapted=True):
+            if residual and adapted:
+                return ResidualLinear(a, b)
             return LoRALinear(a, b, rank) if rank else nn.Linear(a, b)
 
         self.conv1 = conv(ch, channels[0])
         self.conv2 = conv(channels[0], channels[1])
         self.fc1 = linear(flat, hidden)
-        self.fc2 = linear(hidden, k)
+        self.fc2 = linear(hidden, k, adapted=False)
 
     def forward(self, x):
         h = F.max_pool2d(torch.relu(self.conv1(x)), 2)

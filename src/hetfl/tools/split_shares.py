@@ -56,7 +56,11 @@ def study_rows(config: dict, select: list[str] | None = None) -> list[tuple[str,
             model = spec.get("model") or {}
             if model.get("split", "none") == "none" or "dataset" not in spec:
                 continue
-            skip = ("name", "split") if model["split"] == "adapter" else ("name", "split", "adapter_rank")
+            skip = {"name", "split"}  # and the adapter options the split does not use
+            if model["split"] != "adapter":
+                skip |= {"adapter_rank", "adapter_kind"}
+            elif model.get("adapter_kind") == "residual":
+                skip |= {"adapter_rank"}
             options = ", ".join(f"{k} {v}" for k, v in model.items() if k not in skip)
             if (options, model["split"]) in seen:
                 continue
