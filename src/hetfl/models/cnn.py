@@ -25,6 +25,7 @@ from hetfl.models.adapters import LoRAConv2d, LoRALinear
 from hetfl.models.base import BatchedModel, ModelOptions, Params, linear_cm, pair, positive
 from hetfl.models.residual_adapters import (
     ADAPTER_KINDS,
+    SUFFIXES,
     ResidualConv2d,
     ResidualLinear,
     adapt_conv,
@@ -111,7 +112,7 @@ class CNN(BatchedModel):
     def personal_keys(self) -> list[str]:
         if not self.residual:
             return super().personal_keys()
-        return [k for k in self.shapes() if k.rsplit(".", 1)[1] in ("res", "scale", "shift")]
+        return [k for k in self.shapes() if k.rsplit(".", 1)[1] in SUFFIXES]
 
     def weight(self, params: Params, layer: str) -> Tensor:
         return params[f"{layer}.weight"] if self.residual else super().weight(params, layer)

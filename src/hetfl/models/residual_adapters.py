@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from hetfl.engine.params import Params
 
 ADAPTER_KINDS = ("lora", "residual")
-SUFFIXES = ("res", "scale", "shift")
+SUFFIXES = ("res", "scale", "shift")  # the adapter parameters of a layer: <layer>.res, .scale, .shift
 
 
 def adapter_shapes(layer: str, channels: int) -> dict[str, tuple[tuple[int, ...], int]]:
@@ -63,14 +63,12 @@ def adapt_linear(h: Tensor, params: Params, layer: str) -> Tensor:
     return h * params[f"{layer}.scale"].unsqueeze(2) + params[f"{layer}.shift"].unsqueeze(2)
 
 
-class _Adapter(nn.Module):
-    """The reference form of one layer's adapter: parameters ``res``, ``scale``, ``shift``."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.res = nn.Parameter(torch.zeros(channels, channels))
-        self.scale = nn.Parameter(torch.ones(channels))
-        self.shift = nn.Parameter(torch.zeros(channels))
+def _register(module: nn.Module, channels: int) -> None:
+    """Give a reference module its adapter's parameters ``res [c, c]`` (zeros), ``scale [c]`` (ones) and
+    ``shift [c]`` (zeros)."""
+    module.res = nn.Parameter(torch.zeros(channels, channels))
+    module.scale = nn.Parameter(torch.ones(channels))
+    module.shift = nn.Parameter(torch.zeros(channels))
 
 
 class ResidualConv2d(nn.Conv2d):
@@ -79,8 +77,7 @@ class ResidualConv2d(nn.Conv2d):
 
     def __init__(self, channels_in: int, channels_out: int, kernel: int, padding: int):
         super().__init__(channels_in, channels_out, kernel, padding=padding)
-        adapter = _Adapter(channels_out)
-        self.res, self.scale, self.shift = adapter.res, adapter.scale, adapter.shift
+        _register(self, channels_out)
 
     def forward(self, x: Tensor) -> Tensor:
         h = super().forward(x)
@@ -93,8 +90,7 @@ class ResidualLinear(nn.Linear):
 
     def __init__(self, fan_in: int, fan_out: int):
         super().__init__(fan_in, fan_out)
-        adapter = _Adapter(fan_out)
-        self.res, self.scale, self.shift = adapter.res, adapter.scale, adapter.shift
+        _register(self, fan_out)
 
     def forward(self, x: Tensor) -> Tensor:
         h = super().forward(x)
