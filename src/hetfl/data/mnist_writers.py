@@ -157,25 +157,28 @@ def choose_images(p: Plan, y: np.ndarray, stratum: np.ndarray, strata: int, seed
     """
     rng = _streams(seed, 1)
     num_classes = p.counts.shape[1]
-    queues = {}
+    cells = strata * strata
+    queues, taken = {}, {}  # per (stratum, label): its images in a drawn order, and how many are given out
     for c in range(num_classes):
         order = rng.permutation(np.flatnonzero(y == c))
-        for q in range(strata * strata):
-            queues[q, c] = list(order[stratum[order] == q])
+        for q in range(cells):
+            queues[q, c], taken[q, c] = order[stratum[order] == q], 0
     out = []
     for w, (slant_bin, ink_bin) in enumerate(p.strata):
         own = int(slant_bin) * strata + int(ink_bin)
         picked = []
         for c in range(num_classes):
             k = int(p.counts[w, c])
-            for step in range(strata * strata):
-                queue = queues[(own + step) % (strata * strata), c]
-                take, queues[(own + step) % (strata * strata), c] = queue[:k], queue[k:]
-                picked.extend(take)
-                k -= len(take)
+            for step in range(cells):
+                cell = ((own + step) % cells, c)
+                start = taken[cell]
+                take = queues[cell][start : start + k]
+                taken[cell] = start + take.size
+                picked.append(take)
+                k -= take.size
                 if k == 0:
                     break
-        out.append(np.asarray(picked, dtype=np.int64))
+        out.append(np.concatenate(picked).astype(np.int64))
     return out
 
 
