@@ -192,8 +192,34 @@ def test_char_lstm_equals_torch_lstm_on_the_same_weights():
             for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                 getattr(lstm, f"{p}_l{layer}").copy_(getattr(cell, p))
     x = torch.randint(0, 10, (4, 7)).double()
+    y = torch.randint(0, 10, (4,))
     expected = mine.fc(lstm(mine.embed(x.long()))[0][:, -1])
-    torch.testing.assert_close(mine(x), expected, rtol=0, atol=1e-12)
+    out = mine(x)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    # gradients through the recurrence against those through nn.LSTM's kernel
+    ours = torch.autograd.grad(torch.nn.functional.cross_entropy(out, y), list(mine.parameters()))
+    theirs = dict(
+        zip(
+            [n for n, _ in mine.named_parameters() if not n.startswith("lstm.")]
+            + [
+                f"lstm.{layer}.{p}"
+                for layer in range(2)
+                for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+            ],
+            torch.autograd.grad(
+                torch.nn.functional.cross_entropy(expected, y),
+                [mine.embed.weight, mine.fc.weight, mine.fc.bias]
+                + [
+                    getattr(lstm, f"{p}_l{layer}")
+                    for layer in range(2)
+                    for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+                ],
+            ),
+            strict=True,
+        )
+    )
+    for (name, _), g in zip(mine.named_parameters(), ours, strict=True):
+        torch.testing.assert_close(g, theirs[name], rtol=0, atol=1e-12, msg=name)
 
 
 def test_resnet18_has_the_paper_size_and_personal_stem_or_classifier():
