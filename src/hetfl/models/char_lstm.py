@@ -53,7 +53,7 @@ class LSTMLayer(nn.Module):
         # instead costs its backward a zero tensor of the whole sequence per step)
         gates_x = (torch.matmul(x, self.weight_ih.T) + (self.bias_ih + self.bias_hh)).unbind(1)
         h = c = x.new_zeros(x.shape[0], hidden)
-        out = [h]
+        out = []
         for step in gates_x:
             gates = torch.addmm(step, h, w_hh_t)  # [B, 4H]: i, f, g, o
             s = torch.sigmoid(gates)  # g's entries unused: one call instead of three
@@ -61,7 +61,7 @@ class LSTMLayer(nn.Module):
             c = torch.addcmul(s[:, hidden : 2 * hidden] * c, s[:, :hidden], g)
             h = s[:, 3 * hidden :] * torch.tanh(c)
             out.append(h)
-        return torch.stack(out, dim=1)[:, 1:]
+        return torch.stack(out, dim=1)
 
     def forward_flops(self, x: Tensor, out: Tensor) -> int:
         """Multiply-add FLOPs per sample of :meth:`forward` on ``x [B, T, in]``: the input and recurrent
