@@ -196,29 +196,18 @@ def test_char_lstm_equals_torch_lstm_on_the_same_weights():
     expected = mine.fc(lstm(mine.embed(x.long()))[0][:, -1])
     out = mine(x)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
-    # gradients through the recurrence against those through nn.LSTM's kernel
-    ours = torch.autograd.grad(torch.nn.functional.cross_entropy(out, y), list(mine.parameters()))
+    # gradients through the recurrence against those through nn.LSTM's kernel, parameter by parameter
+    gates = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    reference = {"embed.weight": mine.embed.weight, "fc.weight": mine.fc.weight, "fc.bias": mine.fc.bias}
+    reference |= {f"lstm.{layer}.{p}": getattr(lstm, f"{p}_l{layer}") for layer in range(2) for p in gates}
+    loss = torch.nn.functional.cross_entropy
     theirs = dict(
-        zip(
-            [n for n, _ in mine.named_parameters() if not n.startswith("lstm.")]
-            + [
-                f"lstm.{layer}.{p}"
-                for layer in range(2)
-                for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-            ],
-            torch.autograd.grad(
-                torch.nn.functional.cross_entropy(expected, y),
-                [mine.embed.weight, mine.fc.weight, mine.fc.bias]
-                + [
-                    getattr(lstm, f"{p}_l{layer}")
-                    for layer in range(2)
-                    for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-                ],
-            ),
-            strict=True,
-        )
+        zip(reference, torch.autograd.grad(loss(expected, y), list(reference.values())), strict=True)
     )
-    for (name, _), g in zip(mine.named_parameters(), ours, strict=True):
+    ours = dict(mine.named_parameters())
+    ours = dict(zip(ours, torch.autograd.grad(loss(out, y), list(ours.values())), strict=True))
+    assert ours.keys() == theirs.keys()
+    for name, g in ours.items():
         torch.testing.assert_close(g, theirs[name], rtol=0, atol=1e-12, msg=name)
 
 
