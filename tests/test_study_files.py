@@ -135,3 +135,65 @@ def test_the_workflow_loads_the_study_files_and_merges_a_later_configfile_over_t
     write(repo / "config/studies/a.yaml", {"studies": {"s": STUDY}, "select": ["s"]})
     proc = snakemake(repo, "-n", check=False)
     assert proc.returncode != 0 and "study_files[0]" in proc.stdout + proc.stderr
+
+
+def test_a_study_extends_another_merged_key_by_key_and_extends_is_resolved_away(tmp_path):
+    write(tmp_path / "a.yaml", {"studies": {"s": {**STUDY, "runs": {"ffgg": {"algorithm": "ffgg"}}}}})
+    write(tmp_path / "entry.yaml", {"study_files": ["a.yaml"], "select": ["t", "u"]})
+    write(
+        tmp_path / "mine.yaml",
+        {
+            "studies": {
+                "t": {
+                    "extends": "s",
+                    "rounds": 5,
+                    "problem": {"noise": 0.5},
+                    "runs": {"b": {"algorithm": "ffgg"}},
+                },
+                "u": {"extends": "t", "seeds": [0, 1]},
+            }
+        },
+    )
+    config = load_config([tmp_path / "entry.yaml", tmp_path / "mine.yaml"], root=tmp_path)
+    t, u = config["studies"]["t"], config["studies"]["u"]
+    assert "extends" not in t and "extends" not in u
+    assert t["rounds"] == 5 and t["problem"] == {**STUDY["problem"], "noise": 0.5}  # nested: merged
+    assert sorted(t["runs"]) == ["b", "ffgg"] and t["seeds"] == STUDY["seeds"]
+    assert u == {**t, "seeds": [0, 1]}  # a chain
+    assert config["studies"]["s"] == STUDY  # the extended study is untouched
+    assert expand_study_files(config, tmp_path) == config
+    suite = build_suite(config)
+    assert sorted(suite.selected) == ["t", "u"] and suite.studies["u"].seeds == [0, 1]
+    direct = {"studies": {"s": STUDY, "t": {"extends": "s", "rounds": 7}}}
+    assert build_suite(direct).studies["t"].rounds == 7  # build_suite resolves it too
+
+
+@pytest.mark.parametrize(
+    ("studies", "key", "message"),
+    [
+        (
+            {"t": {"extends": "nope"}},
+            "studies.t.extends",
+            "expected the name of a study, got 'nope'; studies: s, t",
+        ),
+        ({"t": {"extends": ["s"]}}, "studies.t.extends", "expected the name of a study"),
+        ({"t": {"extends": "t"}}, "studies.t.extends", "in a cycle: t -> t"),
+        ({"t": {"extends": "u"}, "u": {"extends": "t"}}, "studies.u.extends", "in a cycle: t -> u -> t"),
+    ],
+)
+def test_a_bad_extends_is_a_config_error_naming_it(studies, key, message):
+    with pytest.raises(ConfigError) as err:
+        expand_study_files({"studies": {"s": STUDY, **studies}})
+    assert err.value.key == key and message in err.value.message
+
+
+def test_the_cpu_paper_suites_fashion_mnist_minimax_studies_are_the_default_ones_on_other_data():
+    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
+    suite = build_suite(config)
+    for name, base in (("minimax_fmnist_robust", "minimax_robust"), ("minimax_fmnist_fair", "minimax_fair")):
+        study, default = suite.studies[name], suite.studies[base]
+        assert name in suite.selected and base not in suite.selected
+        assert study.dataset["name"] == "fashion_mnist" and len(study.seeds) >= 5
+        assert study.partition["alpha"] == 0.1 and study.partition["clients"] == 15
+        assert sorted(study.runs) == sorted(default.runs) and study.claims == default.claims
+        assert all(study.runs[r].hyperparameters == default.runs[r].hyperparameters for r in study.runs)

@@ -20,14 +20,14 @@ Cartesian product of the listed values, labelled ``<run>-<key>=<value>[-...]``.
 The keys are documented in ``config/README.md``.
 
 The package, by what it holds: ``specs`` (the resolved types, ``RunSpec``, ``Study``, ``Suite``, and the keys a
-config may hold), ``files`` (config files: ``load_config``, ``merge_config``, ``study_files``), ``study``
+config may hold), ``files`` (config files: ``load_config``, ``merge_config``, ``study_files``, a study's ``extends``), ``study``
 (``resolve_study``, ``build_suite``), ``runs`` (a run: ``grid``, ``defaults``, ``resolve_run`` and the checks
 across runs), ``environment`` (a study's client data or problem, a run's own partition or problem) and
 ``fingerprints`` (the code fingerprints of the jobs). Every name is imported from here.
 """
 
 from hetfl.errors import ConfigError
-from hetfl.pipeline.config.files import expand_study_files, load_config, merge_config
+from hetfl.pipeline.config.files import expand_study_files, load_config, merge_config, resolve_extends
 from hetfl.pipeline.config.fingerprints import (
     data_fingerprint,
     data_modules,
@@ -80,6 +80,7 @@ __all__ = [
     "merge_config",
     "partition_fingerprint",
     "partition_modules",
+    "resolve_extends",
     "resolve_run",
     "resolve_study",
     "train_fingerprint",

@@ -40,7 +40,7 @@ def expand_study_files(config: dict, root: str | os.PathLike = ".") -> dict:
     """
     files = config.get("study_files")
     if files is None:
-        return config
+        return resolve_extends(config)
     if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
         raise ConfigError("study_files", f"expected a list of YAML file paths, got {files!r}")
     studies: dict[str, Any] = {}
@@ -75,7 +75,46 @@ def expand_study_files(config: dict, root: str | os.PathLike = ".") -> dict:
     inline = config.get("studies") or {}
     if not isinstance(inline, dict):
         raise ConfigError("studies", f"expected a mapping, got {type(inline).__name__}")
-    return {**config, "studies": merge_config(studies, inline)}
+    return resolve_extends({**config, "studies": merge_config(studies, inline)})
+
+
+def resolve_extends(config: dict) -> dict:
+    """``config`` with every study that names another in ``extends`` replaced by that study's spec with its
+    own keys merged over it (:func:`merge_config`: nested mappings such as ``dataset``, ``partition`` or
+    ``runs`` merged key by key, other values replaced) and ``extends`` removed. The study extended may itself
+    extend another; it need not be selected (e.g. ``config/paper_cpu.yaml`` loads the default suite's minimax
+    study file and reruns its studies on Fashion-MNIST). A config without ``extends`` is returned as it is.
+
+    Raises:
+        ConfigError: ``studies.<name>.extends`` is not a study's name (naming the studies there are), or the
+            studies extend each other in a cycle.
+    """
+    studies = config.get("studies")
+    if not isinstance(studies, dict) or not any(
+        isinstance(spec, dict) and "extends" in spec for spec in studies.values()
+    ):
+        return config
+    resolved: dict[str, Any] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> Any:
+        spec = studies[name]
+        if name in resolved or not isinstance(spec, dict) or "extends" not in spec:
+            return resolved.setdefault(name, spec)
+        base, key = spec["extends"], f"studies.{name}.extends"
+        if not isinstance(base, str) or base not in studies:
+            raise ConfigError(
+                key, f"expected the name of a study, got {base!r}; studies: {', '.join(sorted(studies))}"
+            )
+        if base in chain:
+            raise ConfigError(key, f"studies extend each other in a cycle: {' -> '.join((*chain, base))}")
+        parent = resolve(base, (*chain, base))
+        own = {k: v for k, v in spec.items() if k != "extends"}
+        resolved[name] = merge_config(parent, own) if isinstance(parent, dict) else own
+        return resolved[name]
+
+    for name in studies:
+        resolve(name, (name,))
+    return {**config, "studies": resolved}
 
 
 def load_config(paths: Iterable[str | os.PathLike], root: str | os.PathLike = ".") -> dict:

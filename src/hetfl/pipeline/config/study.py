@@ -18,6 +18,7 @@ from hetfl.pipeline.config.environment import (
     set_partition,
     set_problem,
 )
+from hetfl.pipeline.config.files import resolve_extends
 from hetfl.pipeline.config.runs import (
     check_defaults,
     check_init_from,
@@ -281,6 +282,7 @@ def build_suite(config: dict, data_checks: str | os.PathLike | None = None) -> S
     Raises:
         ConfigError: naming the offending key.
     """
+    config = resolve_extends(config)  # as the workflow's expand_study_files does; idempotent
     if config.get("study_files") and not config.get("studies"):
         raise ConfigError(
             "studies", "none declared, and the config's study_files are not loaded (load_config)"
