@@ -30,6 +30,7 @@ NOT_TAKING = {
     "local_sgda_plus",
     "fed_norm_sgda",
     "fed_norm_sgda_plus",
+    "minimax_saddle",  # no local steps: the saddle points of the same objective, solved centrally (L-BFGS)
 }
 NEUTRAL = {
     "momentum": 0.0,

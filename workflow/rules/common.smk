@@ -152,10 +152,14 @@ def get_partition_code(wildcards):
 
 def seed_inputs(study, run, seed):
     """The inputs of one seed of a run: the data and the seed's partition (none for a generated problem), the
-    `init_from` run's final model, a tuned run's choice."""
+    `init_from` run's final model, the `reference_from` run's final models, a tuned run's choice."""
     s = STUDIES[study]
-    source = s.spec(run).settings["init_from"]
-    inputs = {} if source is None else {"init": f"{run_dir(study, source, seed)}/final.pt"}
+    settings = s.spec(run).settings
+    inputs = {
+        name: f"{run_dir(study, settings[key], seed)}/final.pt"
+        for name, key in (("init", "init_from"), ("reference", "reference_from"))
+        if settings[key] is not None
+    }
     if run in s.tuning:  # trains with the hyper-parameters its tuning chose
         inputs["choice"] = tuning_choice(study, run)
     if s.dataset is None:
@@ -204,8 +208,9 @@ def train_job(wildcards):
 
 
 def get_train_input(wildcards):
-    """The inputs of a training job: a seed's (`seed_inputs`), or for a run's job each seed's partition and
-    `init_from` model (named `partition_<seed>`, `init_<seed>`) beside the data and the choice."""
+    """The inputs of a training job: a seed's (`seed_inputs`), or for a run's job each seed's partition,
+    `init_from` model and `reference_from` models (named `partition_<seed>`, `init_<seed>`, `reference_<seed>`)
+    beside the data and the choice."""
     study, run, seeds = train_job(wildcards)
     if "seed" in wildcards.keys():
         return seed_inputs(study, run, seeds[0])
@@ -260,14 +265,15 @@ def job_seeds(s, run):
 def groupable(s, run):
     """Whether the jobs of run `run` of study `s` join the short jobs' groups: short (on the CPU, estimated
     within the runtime floor: hetfl.pipeline.resources.is_short), not tuned, and so is the run it starts from
-    (`init_from`), if any. A group cannot wait on itself through a job outside it (Snakemake refuses such a
-    group): a tuned run waits on its grid points through the `tune` stage, and a run that starts from a job
-    outside the groups may wait on a group through it."""
-    source = s.spec(run).settings["init_from"]
+    (`init_from`) or measures against (`reference_from`), if any. A group cannot wait on itself through a job
+    outside it (Snakemake refuses such a group): a tuned run waits on its grid points through the `tune` stage,
+    and a run that starts from a job outside the groups may wait on a group through it."""
+    settings = s.spec(run).settings
+    sources = [settings[key] for key in ("init_from", "reference_from") if settings[key] is not None]
     return (
         run not in s.tuning
         and is_short(s, run, job_seeds(s, run))
-        and (source is None or groupable(s, source))
+        and all(groupable(s, source) for source in sources)
     )
 
 

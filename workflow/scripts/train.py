@@ -17,7 +17,7 @@ study, run = wc.key.split("/", 1) if "key" in wc.keys() else (wc.study, wc.run)
 if "seed" in wc.keys():  # one seed: outputs and inputs as rule train names them
     seeds = [int(wc.seed)]
     suffix = lambda seed: ""  # noqa: E731
-else:  # a run's job: outputs <file>_<seed>, inputs partition_<seed> and init_<seed>
+else:  # a run's job: outputs <file>_<seed>, inputs partition_<seed>, init_<seed>, reference_<seed>
     seeds = list(dict.fromkeys(int(name.rsplit("_", 1)[1]) for name in out.keys()))
     suffix = "_{}".format
 FILES = [f.name for f in fields(RunOutputs)]  # the outputs' names, as rule train names them
@@ -43,6 +43,7 @@ for seed in seeds:
         threads=snakemake.threads,
         log=log,
         init=inp.get(f"init{suffix(seed)}"),  # init_from: the other run's final model
+        reference=inp.get(f"reference{suffix(seed)}"),  # reference_from: the other run's final models
         checkpoint=checkpoint,
         # --set-resources train:memory_budget=N
         memory_budget=snakemake.resources.get("memory_budget", "auto"),

@@ -77,7 +77,7 @@ def _budget(value: Any, key: str) -> float | str:
 class RunSettings(ConfigOptions):
     """A run's settings that are not its algorithm's hyper-parameters, with their defaults.
 
-    A study sets them for its runs (``init_from`` and ``eval_models`` are a run's own), its ``defaults``
+    A study sets them for its runs (``init_from``, ``reference_from`` and ``eval_models`` are a run's own), its ``defaults``
     and a run's own entry override them (``hetfl.pipeline.config``'s precedence).
     """
 
@@ -88,6 +88,9 @@ class RunSettings(ConfigOptions):
     rounds: int | None = option(None, lo=1, expected="a positive integer")  # None: the study's rounds
     # a run of the same study whose final global model (same seed) is this run's start
     init_from: str | None = option(None, expected="a run label")
+    # a run of the same study whose final models (same seed) this run measures its distance to: the
+    # minimax algorithms' saddle points, from a minimax_saddle run (hetfl.algorithms.minimax.saddle)
+    reference_from: str | None = option(None, expected="a run label")
     # MiB of a job's tensors (hetfl.engine.memory); see hetfl.pipeline.config.budget_changes_results
     memory_budget: float | Literal["auto"] = option(
         "auto", check=_budget, expected="'auto' or a finite number of MiB > 0"

@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
+from torch import Tensor
 from tqdm import tqdm
 
 from hetfl.algorithms import get_algorithm
@@ -164,12 +165,15 @@ def build(
     device: torch.device,
     init: Path | str | None = None,
     budget: int | None = None,
+    reference: Path | str | None = None,
 ):
     """Build the environment (a federation from the data and partition files, or a generated problem)
     and the algorithm of ``spec``. The federation's model computes its clients one at a time
     (``hetfl.engine.execution.LoopModel``) when the run's ``execution`` resolves to ``loop`` on ``device``.
 
         init: the ``final.pt`` of the run this one starts from (``init_from``), or None.
+        reference: the ``final.pt`` of the run this one measures its distance to (``reference_from``), or None:
+            its models become the algorithm's ``reference`` (:func:`load_reference`).
         budget: the run's memory budget in bytes (``hetfl.engine.memory.budget_bytes``), within which the
             algorithm's per-client state stacks are placed on or off the device (``hetfl.engine.state``);
             None: all on the device.
@@ -197,7 +201,24 @@ def build(
             init_params=init_params,
             state_budget=budget,
         )
-    return env, build_algorithm(spec, env, seed)
+    algorithm = build_algorithm(spec, env, seed)
+    if reference is not None:  # reference_from: the other run's final models, on this run's device
+        algorithm.reference = load_reference(reference, env.device, env.dtype)
+    return env, algorithm
+
+
+def load_reference(
+    path: Path | str, device: torch.device, dtype: torch.dtype
+) -> dict[str, dict[str, Tensor]]:
+    """The models of a run's ``final.pt`` (``{"<model>/<param>": tensor}``) as ``{model: {param: tensor}}``,
+    each tensor on ``device`` in ``dtype``: the references a run with ``reference_from`` measures its distance
+    to (e.g. ``minimax_saddle``'s saddle points, ``hetfl.algorithms.minimax.saddle``)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    out: dict[str, dict[str, Tensor]] = {}
+    for key, value in state.items():
+        model, name = key.split("/", 1)
+        out.setdefault(model, {})[name] = value.to(device=device, dtype=dtype)
+    return out
 
 
 def build_algorithm(spec: dict[str, Any], env, seed: int):
@@ -275,6 +296,7 @@ def train(
     init: Path | str | None = None,
     checkpoint: Checkpointing | None = None,
     memory_budget: Any = "auto",
+    reference: Path | str | None = None,
 ) -> dict[str, Any]:
     """Train one (study, run, seed) and write its outputs.
 
@@ -286,6 +308,8 @@ def train(
         threads: torch intra-op threads (the job's ``threads:``).
         log: progress-bar stream (the job's log file); stderr when None.
         init: the ``final.pt`` of the run named by ``init_from`` (its global model is the start), or None.
+        reference: the ``final.pt`` of the run named by ``reference_from`` (the models this run measures its
+            distance to), or None.
         checkpoint: save the run's state as it trains and resume from a saved state of the same
             run (after a kill: the outputs end up byte-identical to an uninterrupted run's); None:
             no checkpoints. The file is removed when the run ends.
@@ -299,10 +323,10 @@ def train(
     threads = max(1, int(threads))
     torch.set_num_threads(threads)
     with threadpool_limits(limits=threads):  # numpy's BLAS too (hetfl.models.linalg)
-        return _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget)
+        return _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget, reference)
 
 
-def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget="auto"):
+def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_budget="auto", reference=None):
     """The steps of :func:`train`, under its thread limits: build the run, say where its memory goes, run
     its rounds (from a checkpoint when one of this run is there), then write its model and run record."""
     log = log or sys.stderr
@@ -311,7 +335,7 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
         print("precision tf32: the CPU has no TensorFloat-32; the run computes in float32", file=log)
     start = time.perf_counter()
     rss_before = peak_rss_bytes()
-    env, algorithm, memory = _build_run(spec, seed, data, partition, device, init, memory_budget)
+    env, algorithm, memory = _build_run(spec, seed, data, partition, device, init, memory_budget, reference)
     _report_memory(env, algorithm, memory, log)
     resumed = None if checkpoint is None else load_checkpoint(checkpoint.path, checkpoint.key, algorithm)
     if resumed is not None:
@@ -330,13 +354,13 @@ def _train(spec, seed, data, partition, outputs, log, init, checkpoint, memory_b
     return record
 
 
-def _build_run(spec, seed, data, partition, device, init, memory_budget):
+def _build_run(spec, seed, data, partition, device, init, memory_budget, reference=None):
     """The run's environment, algorithm and memory plan (:func:`build`, :func:`apply_memory_budget`): under
     the spec's ``memory_budget`` when it has one (its results depend on it:
     ``hetfl.pipeline.config.budget_changes_results``), else under the job's."""
     in_spec = "memory_budget" in spec
     budget = spec["memory_budget"] if in_spec else memory_budget
-    env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device))
+    env, algorithm = build(spec, seed, data, partition, device, init, budget_bytes(budget, device), reference)
     memory = apply_memory_budget(env, algorithm, budget, device, split_inexact=in_spec)
     return env, algorithm, memory
 

@@ -29,6 +29,8 @@ from hetfl.errors import ConfigError
 from hetfl.metrics import metric_names
 
 RUN_METRICS = ("tau_eff", "client_steps", "rounds_to_target")
+DISTANCE_METRICS = ("dist_saddle_global", "dist_surrogate_global")
+"""With a reference run (``reference_from``): the distance to the saddle point of F and to that of F̃."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +40,9 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
     (``robust`` | ``fair`` | ``standard``), ``radius`` r of the robust ℓ2 ball (1), ``fair_lambda`` λ
     (0.1), ``attack_steps`` (20) and ``attack_lr`` (0.1, in units of r) of the robust-accuracy attack,
     ``active_clients`` (null; n: only clients 0..n−1 form the federation, all of them every round;
-    Fig. 9's "n"), ``target_acc`` (null; for ``rounds_to_target``)."""
+    Fig. 9's "n"), ``target_acc`` (null; for ``rounds_to_target``), ``l2_x`` μ (0; the fair objective only:
+    (μ/2)‖x‖² added to every f_i, so that with a linear model F is strongly convex in x and its saddle point
+    unique, ``hetfl.algorithms.minimax.saddle``)."""
 
     batch_size: int = 32
     client_weights: Literal["samples", "uniform"] = "samples"
@@ -50,11 +54,16 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
     attack_lr: float = 0.1
     active_clients: int | None = None
     target_acc: float | None = None
+    l2_x: float = 0.0
 
     def check(self, key: str) -> None:
         super().check(key)
         self._positive(key, "batch_size", "radius", "attack_lr", "active_clients", "target_acc")
-        self._positive(key, "fair_lambda", "attack_steps", allow_zero=True)
+        self._positive(key, "fair_lambda", "attack_steps", "l2_x", allow_zero=True)
+        if self.l2_x > 0 and self.objective != "fair":
+            raise ConfigError(
+                f"{key}.l2_x", f"only the fair objective takes it (objective: {self.objective})"
+            )
         if self.active_clients is not None and self.clients_per_round is not None:
             raise ConfigError(
                 f"{key}.clients_per_round", "active_clients means all n active clients every round; set null"
@@ -71,32 +80,49 @@ def surrogate_weights(p: Tensor, work: LocalWork, hp) -> Tensor:
     return weight / weight.sum()
 
 
+def federated_objective(fed, hp, rng):
+    """The federated objective of a run: ``(p, work, objective)``, the client weights p_i ``[n]`` (float64, Σ = 1:
+    n_i/N or 1/n), the clients' local work (``LocalWork``, τ_i drawn from ``rng``, the run's ``algorithm``
+    stream, so that every algorithm of a seed draws the same τ_i) and the objective (``objectives.OBJECTIVES``)
+    over the n = ``active_clients`` (or all) clients, with the surrogate weights of :func:`surrogate_weights`.
+
+    Raises:
+        ConfigError: ``active_clients`` exceeds the federation's clients.
+    """
+    n = hp.active_clients or fed.num_clients
+    if n > fed.num_clients:
+        raise ConfigError("active_clients", f"{n} clients but the federation has {fed.num_clients}")
+    sizes = fed.train.sizes[:n]
+    p = (
+        sizes.double() / sizes.sum()
+        if hp.client_weights == "samples"
+        else torch.full((n,), 1.0 / n, dtype=torch.float64)
+    )
+    unit = -(-sizes // hp.batch_size) if hp.tau_unit == "epochs" else torch.ones(n, dtype=torch.long)
+    work = LocalWork(unit, hp.tau_min, hp.tau_max, hp.tau_draw, hp.tau_redraw, rng)
+    return p, work, OBJECTIVES[hp.objective](fed, n, p, hp, surrogate_weights(p, work, hp))
+
+
 class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
     """Base of the minimax algorithms on client data. State: ``x [1, ...]`` (model), ``y [1, ...]``.
+
+    ``reference`` (set by ``hetfl.pipeline.train.build`` for a run with ``reference_from``): the saddle points of
+    F and of Local SGDA's surrogate F̃, the models ``saddle`` and ``surrogate_saddle`` of a ``minimax_saddle``
+    run of the same seed (``hetfl.algorithms.minimax.saddle``); evaluation then adds ``dist_saddle_global`` and
+    ``dist_surrogate_global``, the distance √(‖x − x*‖² + ‖y − y*‖²) of the server's (x, y) to each.
 
     Raises:
         ConfigError: ``active_clients`` exceeds the federation's clients.
     """
 
     models = ("global",)
+    reference_models = ("saddle", "surrogate_saddle")
+    reference: dict[str, Params] | None = None
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        n = hp.active_clients or fed.num_clients
-        if n > fed.num_clients:
-            raise ConfigError("active_clients", f"{n} clients but the federation has {fed.num_clients}")
-        sizes = fed.train.sizes[:n]
-        self.used = torch.arange(n)
-        self.p = (
-            sizes.double() / sizes.sum()
-            if hp.client_weights == "samples"
-            else torch.full((n,), 1.0 / n, dtype=torch.float64)
-        )
-        unit = -(-sizes // hp.batch_size) if hp.tau_unit == "epochs" else torch.ones(n, dtype=torch.long)
-        self.work = LocalWork(unit, hp.tau_min, hp.tau_max, hp.tau_draw, hp.tau_redraw, self.rng)
-        self.objective = OBJECTIVES[hp.objective](
-            fed, n, self.p, hp, surrogate_weights(self.p, self.work, hp)
-        )
+        self.p, self.work, self.objective = federated_objective(fed, hp, self.rng)
+        self.used = torch.arange(len(self.p))
         self.x = self.initial_model()
         self.y = self.objective.init_y()
         self.t = 0
@@ -104,7 +130,7 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
 
     @classmethod
     def metric_names(cls) -> list[str]:
-        return metric_names(cls.models) + list(METRICS) + list(RUN_METRICS)
+        return metric_names(cls.models) + list(METRICS) + list(RUN_METRICS) + list(DISTANCE_METRICS)
 
     def participants(self, sampled: Tensor) -> Tensor:
         return self.used if self.hp.active_clients else sampled.cpu()
@@ -144,7 +170,20 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
             ("client_steps", float(self.client_steps)),
             ("rounds_to_target", math.nan if self.reached is None else float(self.reached)),
         ]
+        if self.reference is not None:
+            rows += [
+                (metric, saddle_distance(self.x, self.y, self.reference[model]))
+                for metric, model in zip(DISTANCE_METRICS, self.reference_models, strict=True)
+            ]
         return rows, client_rows
 
     def state_dict(self) -> dict[str, Tensor]:
         return {**super().state_dict(), "global/y": self.y.detach().cpu()}
+
+
+def saddle_distance(x: Params, y: Tensor, saddle: Params) -> float:
+    """√(‖x − x*‖² + ‖y − y*‖²) in float64 for the server's ``x [1, ...]``, ``y [1, ...]`` and a saddle point
+    ``saddle`` (the model's parameters and ``y``, each ``[1, ...]``, as ``minimax_saddle`` stores them)."""
+    total = sum(float((x[k].double() - saddle[k].double()).pow(2).sum()) for k in x)
+    total += float((y.double() - saddle["y"].double()).pow(2).sum())
+    return math.sqrt(total)

@@ -4,7 +4,7 @@
   input-shaped perturbation (y^(0) = 0). Robust accuracy: accuracy on the pooled test set at the worst
   perturbation found by projected normalized gradient ascent from the current y (``attack_steps``
   steps of length ``attack_lr``·r), the model frozen (docs/papers/fedminimax.md §4.2).
-- ``fair`` (Eq. (8), reconstructed): min_x max_{y ∈ Δ_C} Σ_c y_c F_c(x) − (λ/2)‖y‖², with
+- ``fair`` (Eq. (8), reconstructed): min_x max_{y ∈ Δ_C} Σ_c y_c F_c(x) − (λ/2)‖y‖² (+ (μ/2)‖x‖² with ``l2_x`` μ > 0), with
   f_i(x, y) = Σ_c y_c F_{c,i}(x) − (λ/2)‖y‖², F_{c,i} = (1/n_i) Σ_{j∈D_i, b_j=c} ℓ_j / π_c and
   π_c = N_c/N, so Σ_i p_i f_i = F for p_i = n_i/N; y^(0) = 1/C; unbiased minibatch gradients
   ∇_x = (1/|B|) Σ_j (y_{b_j}/π_{b_j}) ∇ℓ_j, ∂_{y_c} = (1/|B|) Σ_j 1[b_j = c] ℓ_j/π_c − λ y_c.
@@ -250,7 +250,10 @@ class Fair(Objective):
             with torch.no_grad():
                 per = F.cross_entropy(self.model.forward(x_hat, batch.x), batch.y, reduction="none")
         g_y = self._class_losses(per.detach(), batch) - self.hp.fair_lambda * y
-        return dict(zip(leaves, g_x, strict=True)), g_y
+        grads = dict(zip(leaves, g_x, strict=True))
+        if self.hp.l2_x:  # (μ/2)‖x‖² in every f_i
+            grads = {k: g + self.hp.l2_x * x[k] for k, g in grads.items()}
+        return grads, g_y
 
     def evaluate(self, x, y):
         k = self.model.num_classes
@@ -261,7 +264,8 @@ class Fair(Objective):
         sums = torch.zeros(data.num_clients * k, dtype=torch.float64).index_add_(0, cell, train_loss)
         f_ci = sums.view(-1, k)[: self.n] / data.sizes[: self.n, None].double() / self.prior  # F_{c,i}
         yd = y[0].double().cpu()
-        objective = float(self.p @ (f_ci @ yd)) - 0.5 * self.hp.fair_lambda * float(yd @ yd)
+        ridge = 0.5 * self.hp.l2_x * sum(float(v.double().pow(2).sum()) for v in x.values())  # (μ/2)‖x‖²
+        objective = float(self.p @ (f_ci @ yd)) - 0.5 * self.hp.fair_lambda * float(yd @ yd) + ridge
         _, correct = self.per_sample(x, self.fed.test, None)
         labels = self.fed.test.y.cpu()
         hits = torch.zeros(k, dtype=torch.float64).index_add_(0, labels, correct)
@@ -273,8 +277,14 @@ class Fair(Objective):
             ("worst_class_acc_global", float(per_class.min())),
             ("y_norm", float(yd.norm())),
             ("y_max", float(yd.max())),
-            ("phi_global", simplex_max(self.p @ f_ci, lam)),  # Φ(x) = max_y Σ_c y_c F_c(x) − (λ/2)‖y‖²
-            ("phi_surrogate_global", simplex_max(self.surrogate @ f_ci, lam)),  # Φ̃(x), F̃ = Σ_i w̃_i f_i
+            (
+                "phi_global",
+                simplex_max(self.p @ f_ci, lam) + ridge,
+            ),  # Φ(x) = max_y Σ_c y_c F_c(x) − (λ/2)‖y‖²
+            (
+                "phi_surrogate_global",
+                simplex_max(self.surrogate @ f_ci, lam) + ridge,
+            ),  # Φ̃(x), F̃ = Σ_i w̃_i f_i
         ]
 
 

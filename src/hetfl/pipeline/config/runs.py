@@ -296,3 +296,30 @@ def check_init_from(runs: dict[str, RunSpec], key: str) -> None:
                 raise ConfigError(where, f"run '{source}' has no global model to start from")
             seen.append(source)
             source = runs[source].settings["init_from"]
+
+
+def check_reference_from(runs: dict[str, RunSpec], key: str) -> None:
+    """``reference_from`` names another run of the study, whose algorithm's models are the references the
+    run's algorithm measures its distance to (its ``reference_models``, e.g. the minimax algorithms' saddle
+    points from a ``minimax_saddle`` run), and that run starts from no run and measures against none (so the
+    dependencies between runs cannot form a cycle through it)."""
+    for label, spec in runs.items():
+        source = spec.settings.get("reference_from")
+        if source is None:
+            continue
+        where = f"{key}.{label}.reference_from"
+        if source not in runs or source == label:
+            raise ConfigError(where, f"unknown run '{source}'", allowed=[r for r in runs if r != label])
+        needs = getattr(get_algorithm(spec.algorithm), "reference_models", ())
+        if not needs:
+            raise ConfigError(where, f"algorithm '{spec.algorithm}' measures no distance to a reference run")
+        ref = runs[source]
+        has = getattr(get_algorithm(ref.algorithm), "models", ())
+        if not set(needs) <= set(has):
+            raise ConfigError(
+                where,
+                f"run '{source}' ({ref.algorithm}) has no models {', '.join(needs)}: "
+                f"'{spec.algorithm}' needs them (a minimax_saddle run has them)",
+            )
+        if ref.settings["init_from"] is not None or ref.settings.get("reference_from") is not None:
+            raise ConfigError(where, f"run '{source}' must start from no run and measure against none")

@@ -61,7 +61,7 @@ class RunSpec:
         settings = {
             k: v
             for k, v in self.settings.items()
-            if not (k in ("init_from", "eval_models") and v is None)
+            if not (k in ("init_from", "reference_from", "eval_models") and v is None)
             and (k != "memory_budget" or budget_changes_results(self.settings))
             and not (k in SPEC_UNLESS and v == SPEC_UNLESS[k])
         }

@@ -22,6 +22,7 @@ from hetfl.pipeline.config.files import resolve_extends
 from hetfl.pipeline.config.runs import (
     check_defaults,
     check_init_from,
+    check_reference_from,
     check_run,
     expand_grid,
     require_mapping,
@@ -180,7 +181,7 @@ def _resolve_runs(
 
 
 def _check_runs(context: _StudyContext, runs: dict[str, RunSpec]) -> None:
-    """The checks of each run on its environment (:func:`check_run`) and of ``init_from`` across the runs."""
+    """The checks of each run on its environment (:func:`check_run`) and of ``init_from`` and ``reference_from`` across the runs."""
     key = context.key
     for label, spec in runs.items():
         own_model = spec.settings.get("model") != context.base.get(
@@ -193,6 +194,7 @@ def _check_runs(context: _StudyContext, runs: dict[str, RunSpec]) -> None:
             f"{key}.runs.{label}.model" if own_model else f"{key}.model",
         )
     check_init_from(runs, f"{key}.runs")
+    check_reference_from(runs, f"{key}.runs")
 
 
 def _reported(
