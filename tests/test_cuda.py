@@ -16,7 +16,7 @@ import torch
 
 from hetfl.engine.execution import LoopModel
 from tests.conftest import TINY_STUDY, train_study_run
-from tests.test_memory import FEDERATION_CASES, build, federation, train
+from tests.test_memory import EXACT_CASES, FEDERATION_CASES, build, federation, train
 from tests.test_memory import _run as run_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -41,7 +41,7 @@ def _assert_close(got, want, rtol=1e-9, atol=1e-12):
         torch.testing.assert_close(state[k].cpu(), state0[k].cpu(), rtol=rtol, atol=atol, msg=k)
 
 
-@pytest.mark.parametrize("case", list(FEDERATION_CASES))
+@pytest.mark.parametrize("case", EXACT_CASES)
 def test_every_algorithm_on_cuda_equals_its_cpu_run(case):
     _assert_close(_run(case, "cuda"), _run(case, "cpu"))
 

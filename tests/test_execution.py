@@ -29,7 +29,7 @@ from hetfl.pipeline.config import ConfigError, build_suite
 from hetfl.testing import tiny_federation
 from tests.conftest import TINY_STUDY, train_study_run
 from tests.test_cuda import _assert_close
-from tests.test_memory import FEDERATION_CASES, build, federation, train
+from tests.test_memory import EXACT_CASES, FEDERATION_CASES, build, federation, train
 
 
 class CountingLoop(LoopModel):
@@ -57,7 +57,7 @@ def _run(name, hp, sampling, make, loop, dtype=torch.float64, model=None, sample
     return train(fed, build(fed, name, hp, sampling))
 
 
-@pytest.mark.parametrize("case", list(FEDERATION_CASES))
+@pytest.mark.parametrize("case", EXACT_CASES)
 def test_the_loop_computes_what_the_batched_engine_does(case):
     name, _, hp, sampling, make = FEDERATION_CASES[case]
     want = _run(name, hp, sampling, make, loop=False)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from hetfl.algorithms import get_algorithm
 from hetfl.algorithms.minimax.projections import project_simplex
+from hetfl.engine.execution import LoopModel
 from hetfl.errors import ConfigError
 from hetfl.pipeline.config import build_suite
 from hetfl.testing import tiny_federation
@@ -88,6 +89,31 @@ def test_the_solution_is_the_saddle_point_of_its_objective_computed_client_by_cl
     assert alg.stats[phi] == pytest.approx(value, abs=1e-10)
 
 
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+    ],
+)
+def test_another_execution_finds_the_same_saddle_points_to_the_solvers_tolerance(device):
+    """The loop (``execution: loop``) and CUDA's kernels differ from the batched CPU run in the last bits, which
+    steer L-BFGS's path: the solutions agree to the solver's tolerance (μ-strong convexity: ‖x − x'‖ ≤ 2 tol/μ),
+    not to the byte (``tests/test_memory.py``: ``SOLVED_TO_TOLERANCE``)."""
+    want = solved(federation())
+    fed = tiny_federation("mlr", sizes=(20, 30, 10, 25), device=device)
+    if device == "cpu":
+        fed.model = LoopModel(fed.model)
+    got = solved(fed)
+    for model in want.models:
+        for k, v in want.x[model].items():
+            torch.testing.assert_close(got.x[model][k].cpu(), v, rtol=0, atol=1e-6)
+        torch.testing.assert_close(got.y[model].cpu(), want.y[model], rtol=0, atol=1e-6)
+    assert got.stats["dist_between_saddles"] == pytest.approx(want.stats["dist_between_saddles"], abs=1e-6)
+
+
 def test_the_surrogate_weights_are_those_of_the_federated_runs_of_the_seed():
     fed = federation()
     alg = solved(fed, seed=3)
@@ -141,9 +167,10 @@ def test_l2_x_is_the_fair_objectives_only():
     with pytest.raises(ConfigError) as err:
         cls.Hyperparameters.from_dict({"objective": "robust", "l2_x": 0.1}, "k")
     assert err.value.key == "k.l2_x"
-    with pytest.raises(ConfigError) as err:
-        get_algorithm("minimax_saddle").Hyperparameters.from_dict({"fair_lambda": 0.0}, "k")
-    assert err.value.key == "k.fair_lambda"
+    for name in ("fair_lambda", "l2_x"):
+        with pytest.raises(ConfigError) as err:
+            get_algorithm("minimax_saddle").Hyperparameters.from_dict({name: 0.0}, "k")
+        assert err.value.key == f"k.{name}"
 
 
 STUDY = {
@@ -186,6 +213,12 @@ def test_reference_from_is_in_the_spec_only_where_set():
         ),
         ({"algorithm": "fedavg", "lr": 0.1, "reference_from": "saddle"}, "measures no distance"),
         ({"algorithm": "local_sgda", "reference_from": "late"}, "must start from no run"),
+        ({"algorithm": "local_sgda", "reference_from": "saddle", "l2_x": 0.2}, "l2_x is 0.2 here but 0.1"),
+        ({"algorithm": "local_sgda", "reference_from": "saddle", "momentum": 0.9}, "momentum is 0.9 here"),
+        (
+            {"algorithm": "local_sgda", "reference_from": "saddle", "partition": {"alpha": 1.0}},
+            "partition is",
+        ),
     ],
 )
 def test_a_bad_reference_from_is_a_config_error_naming_it(run, fragment):

@@ -30,6 +30,22 @@ from hetfl.metrics import metric_names
 
 RUN_METRICS = ("tau_eff", "client_steps", "rounds_to_target")
 DISTANCE_METRICS = ("dist_saddle_global", "dist_surrogate_global")
+REFERENCE_KEYS = (
+    "objective",
+    "fair_lambda",
+    "l2_x",
+    "client_weights",
+    "active_clients",
+    "tau_min",
+    "tau_max",
+    "tau_draw",
+    "tau_redraw",
+    "tau_unit",
+    "batch_size",
+    "momentum",
+)
+"""The hyper-parameters that define F and F̃ (the objective, the clients' weights, their local work): a run with
+``reference_from`` and its reference run must agree on them (``hetfl.pipeline.config``)."""
 """With a reference run (``reference_from``): the distance to the saddle point of F and to that of F̃."""
 
 
@@ -117,6 +133,7 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
 
     models = ("global",)
     reference_models = ("saddle", "surrogate_saddle")
+    reference_keys = REFERENCE_KEYS
     reference: dict[str, Params] | None = None
 
     def __init__(self, fed, hp, seed, sampling="epoch"):

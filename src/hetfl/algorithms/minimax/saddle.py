@@ -55,22 +55,25 @@ CHUNK = 4096  # samples per forward of the full-batch objective
 @dataclasses.dataclass(frozen=True)
 class SaddleHyperparameters(FederatedSGDAHyperparameters):
     """The federated objective's options, as the study's minimax runs take them (``objective`` fair only,
-    ``fair_lambda`` λ > 0, ``l2_x`` μ, ``client_weights``, ``active_clients``, and the local work that sets F̃'s
+    ``fair_lambda`` λ > 0, ``l2_x`` μ > 0 (0.1 here: the saddle point exists and is unique; the runs that read it
+    must take the same, which the config checks), ``client_weights``, ``active_clients``, and the local work that sets F̃'s
     weights: ``tau_min``, ``tau_max``, ``tau_draw``, ``tau_redraw``, ``tau_unit``, ``batch_size``, ``momentum``;
     the step sizes, P and the attack's options are not used), and the solver's: ``solver_steps`` (2000, the
     L-BFGS iterations at most) and ``solver_tol`` (1e-10, the gradient norm at which it stops).
 
     Raises:
-        ConfigError: ``fair_lambda`` = 0 (y* would not be unique), ``solver_steps`` < 1, ``solver_tol`` ≤ 0.
+        ConfigError: ``fair_lambda`` or ``l2_x`` = 0 (the saddle point would not be unique, or not exist),
+            ``solver_steps`` < 1, ``solver_tol`` ≤ 0.
     """
 
     objective: Literal["fair"] = "fair"
+    l2_x: float = 0.1
     solver_steps: int = 2000
     solver_tol: float = 1e-10
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "fair_lambda", "solver_steps", "solver_tol")
+        self._positive(key, "fair_lambda", "l2_x", "solver_steps", "solver_tol")
 
 
 class MinimaxSaddle(FederatedAlgorithm):

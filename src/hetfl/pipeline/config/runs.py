@@ -301,8 +301,9 @@ def check_init_from(runs: dict[str, RunSpec], key: str) -> None:
 def check_reference_from(runs: dict[str, RunSpec], key: str) -> None:
     """``reference_from`` names another run of the study, whose algorithm's models are the references the
     run's algorithm measures its distance to (its ``reference_models``, e.g. the minimax algorithms' saddle
-    points from a ``minimax_saddle`` run), and that run starts from no run and measures against none (so the
-    dependencies between runs cannot form a cycle through it)."""
+    points from a ``minimax_saddle`` run), that run starts from no run and measures against none (so the
+    dependencies between runs cannot form a cycle through it), and both have the same model, partition and
+    the hyper-parameters that define the objective (the algorithm's ``reference_keys``)."""
     for label, spec in runs.items():
         source = spec.settings.get("reference_from")
         if source is None:
@@ -323,3 +324,14 @@ def check_reference_from(runs: dict[str, RunSpec], key: str) -> None:
             )
         if ref.settings["init_from"] is not None or ref.settings.get("reference_from") is not None:
             raise ConfigError(where, f"run '{source}' must start from no run and measure against none")
+        same = {"model": (spec.settings.get("model"), ref.settings.get("model"))}
+        same["partition"] = (spec.partition_id, ref.partition_id)
+        for name in getattr(get_algorithm(spec.algorithm), "reference_keys", ()):
+            same[name] = (spec.hyperparameters.get(name), ref.hyperparameters.get(name))
+        for name, (own, theirs) in same.items():
+            if own != theirs:
+                raise ConfigError(
+                    where,
+                    f"{name} is {own!r} here but {theirs!r} in run '{source}': the reference must be of the "
+                    "same objective, clients and model (set it in the study's defaults)",
+                )
