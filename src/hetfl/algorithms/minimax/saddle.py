@@ -10,8 +10,8 @@ The solver: x* minimizes the primal function Φ_w(x) = max_{y∈Δ} Σ_c y_c F^w
 F^w_c = Σ_i w_i F_{c,i} (w = p for F, w̃ for F̃), which is μ-strongly convex and differentiable, with gradient
 Σ_c y*_c ∇F^w_c(x) + μx at y*(x) = Π_Δ(F^w(x)/λ) (Danskin's theorem; the inner maximum in closed form,
 ``objectives.simplex_max``); then y* = y*(x*). L-BFGS with a strong-Wolfe line search on the full training data
-of the n clients in float64 (``torch.optim.LBFGS``), until ‖∇Φ_w(x)‖₂ ≤ ``solver_tol`` or ``solver_steps``
-iterations. The weights w̃ are those of the run's local work (``federated.federated_objective``: the same τ_i
+of the n clients in float64 (``torch.optim.LBFGS``), until every coordinate of ∇Φ_w(x) is within ``solver_tol``
+(its ``tolerance_grad``) or ``solver_steps`` iterations; the run reports ‖∇Φ_w‖₂ at the solution. The weights w̃ are those of the run's local work (``federated.federated_objective``: the same τ_i
 as every minimax algorithm of the seed draws, from the same stream), so a ``minimax_saddle`` run computes the
 references the study's other runs measure their distances to (their ``reference_from``).
 
@@ -59,7 +59,8 @@ class SaddleHyperparameters(FederatedSGDAHyperparameters):
     must take the same, which the config checks), ``client_weights``, ``active_clients``, and the local work that sets F̃'s
     weights: ``tau_min``, ``tau_max``, ``tau_draw``, ``tau_redraw``, ``tau_unit``, ``batch_size``, ``momentum``;
     the step sizes, P and the attack's options are not used), and the solver's: ``solver_steps`` (2000, the
-    L-BFGS iterations at most) and ``solver_tol`` (1e-10, the gradient norm at which it stops).
+    L-BFGS iterations at most) and ``solver_tol`` (1e-10: it stops when every coordinate of the gradient is
+    within it).
 
     Raises:
         ConfigError: ``fair_lambda`` or ``l2_x`` = 0 (the saddle point would not be unique, or not exist),
