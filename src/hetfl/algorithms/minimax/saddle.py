@@ -103,7 +103,7 @@ class MinimaxSaddle(FederatedAlgorithm):
         phi_names = {"saddle": "phi_saddle", "surrogate_saddle": "phi_surrogate_saddle"}
         iterations = 0
         for model, w in weights.items():
-            x, y, phi, grad_norm, steps = self.solve(w)
+            x, y, phi, grad_norm, steps = self.solve(w, self.x[model])
             self.x[model] = {k: v.to(self.fed.dtype) for k, v in x.items()}
             self.y[model] = y.to(self.fed.dtype)
             self.stats[phi_names[model]] = phi
@@ -137,11 +137,11 @@ class MinimaxSaddle(FederatedAlgorithm):
             out = out.index_add(0, yb, loss)
         return out
 
-    def solve(self, w: Tensor) -> tuple[Params, Tensor, float, float, int]:
-        """(x*, y* ``[1, C]``, Φ_w(x*), ‖∇Φ_w(x*)‖₂, L-BFGS iterations) for the client weights ``w [n]``."""
+    def solve(self, w: Tensor, start: Params) -> tuple[Params, Tensor, float, float, int]:
+        """(x*, y* ``[1, C]``, Φ_w(x*), ‖∇Φ_w(x*)‖₂, L-BFGS iterations) for the client weights ``w [n]``, from
+        ``start [1, ...]`` (the run's initial model)."""
         hp, lam = self.hp, self.hp.fair_lambda
         inputs, labels, coef = self.sample_weights(w.double())
-        start = self.initial_model()
         x = {k: v.detach().double().clone().requires_grad_(True) for k, v in start.items()}
 
         def primal() -> tuple[Tensor, Tensor]:
