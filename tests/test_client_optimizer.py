@@ -19,6 +19,7 @@ from hetfl.algorithms import FEDERATION, get_algorithm, registry
 from hetfl.algorithms.hyperparameters import OPTIMIZER_KEYS, ClientOptimization
 from hetfl.algorithms.personalized.layers import SPLIT_OF
 from hetfl.engine.grad import local_sgd
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.participation import participation_schedule
 from hetfl.errors import ConfigError
 from hetfl.testing import tiny_federation
@@ -325,6 +326,8 @@ FEDAVG_FAMILY_NEUTRAL = {
     "server_momentum": 0.9,
     "server_beta2": 0.99,
     "server_eps": 1e-3,
+    "server_lr_schedule": "constant",
+    "server_warmup": 0.1,
     "aggregation": "batched",
 }
 SAME_AS = {  # case -> the recorded case whose models it must give, byte for byte
@@ -484,10 +487,9 @@ def test_a_cosine_schedule_needs_the_runs_number_of_rounds():
     with pytest.raises(ValueError, match="number of rounds"):
         alg.round(1, torch.arange(4))
     alg.rounds = 4
-    assert [alg.lr_at(t) for t in (1, 3)] == pytest.approx([0.1, 0.055], abs=1e-15)
-    assert alg.lr_at(2, 0.5) == pytest.approx(0.01 + 0.49 * (1 + 2**-0.5) / 2, abs=1e-15)
-    plain = cls(fed, dataclasses.replace(hp, lr_schedule="constant"), 0)
-    assert plain.lr_at(7) == 0.1  # exactly lr, without rounds
+    assert [scheduled_lr(0.1, t, hp, alg.rounds) for t in (1, 3)] == pytest.approx([0.1, 0.055], abs=1e-15)
+    assert scheduled_lr(0.5, 2, hp, alg.rounds) == pytest.approx(0.01 + 0.49 * (1 + 2**-0.5) / 2, abs=1e-15)
+    assert scheduled_lr(0.1, 7, dataclasses.replace(hp, lr_schedule="constant"), None) == 0.1  # without T
 
 
 def test_local_sgd_takes_the_optimizers_keys():
@@ -497,7 +499,7 @@ def test_local_sgd_takes_the_optimizers_keys():
     params = {k: v.expand(4, *v.shape[1:]).clone() for k, v in alg.w.items()}
     before = {k: v.clone() for k, v in params.items()}
     personal = fed.model.personal_keys()
-    opt = alg.client_optimizer(params, personal)
+    opt = client_optimizer(fed, alg.hp, params, personal)
     with pytest.raises(ValueError, match="not the optimizer's"):
         local_sgd(fed, alg.sampler, params, fed.all_clients(), 1, 0.1, keys=list(params), optimizer=opt)
     local_sgd(fed, alg.sampler, params, fed.all_clients(), 2, 0.1, optimizer=opt)

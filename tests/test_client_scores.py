@@ -73,7 +73,7 @@ def test_an_algorithm_scores_its_sampled_clients_at_the_server_model():
     fed = tiny_federation("dnn")
     cls = get_algorithm("fedavg")
     algorithm = cls(fed, cls.Hyperparameters.from_dict({}, "t"), 0)
-    got = algorithm.client_scores(algorithm.w, CLIENTS, "test")
+    got = algorithm.evaluator.client_scores(algorithm.w, CLIENTS, "test")
     want = Evaluator(fed).client_scores(broadcast(algorithm.w, len(CLIENTS)), CLIENTS, "test")
     torch.testing.assert_close(got.loss, want.loss, rtol=0, atol=1e-12)
 

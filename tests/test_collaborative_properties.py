@@ -12,6 +12,7 @@ from hetfl.algorithms.collaborative.all_for_one import collaboration_weights, si
 from hetfl.algorithms.collaborative.common import in_cluster_weight
 from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.errors import ConfigError
 from hetfl.models import build_model, normalize_model_spec
 from tests.conftest import tiny_federation
@@ -269,11 +270,11 @@ def test_client_optimizer_is_torch_sgd_with_steplr():
     ref = [torch.nn.Parameter(theta["w"][i].clone()) for i in range(2)]
     opts = [torch.optim.SGD([p], lr=0.3, momentum=0.9, weight_decay=0.01) for p in ref]
     scheds = [torch.optim.lr_scheduler.StepLR(o, 2, 0.5) for o in opts]
-    ours = alg.client_optimizer(theta)
+    ours = client_optimizer(alg.fed, alg.hp, theta)
     for t in range(1, 6):
         for _ in range(3):
             grads = torch.randn(2, 3, generator=g, dtype=torch.float64)
-            ours.step(theta, {"w": grads.clone()}, alg.lr_at(t))
+            ours.step(theta, {"w": grads.clone()}, scheduled_lr(alg.hp.lr, t, alg.hp, alg.rounds))
             for i in range(2):
                 ref[i].grad = grads[i].clone()
                 opts[i].step()

@@ -158,6 +158,24 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             {
                 "model": {"name": "dnn", "hidden": 4},
                 "runs": {
+                    "x": {"algorithm": "ffgg", "model": {"split": "output"}, "server_lr_schedule": "linear"}
+                },
+            },
+            "studies.s.runs.x.server_lr_schedule",
+            "needs Algorithm 4",
+        ),
+        (
+            {
+                "model": {"name": "dnn", "hidden": 4},
+                "runs": {"x": {"algorithm": "fedsim", "model": {"split": "input"}, "server_warmup": 1.0}},
+            },
+            "studies.s.runs.x.server_warmup",
+            "[0, 1)",
+        ),
+        (
+            {
+                "model": {"name": "dnn", "hidden": 4},
+                "runs": {
                     "x": {"algorithm": "fedalt", "model": {"split": "output"}, "server_optimizer": "lamb"}
                 },
             },

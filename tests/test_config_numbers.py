@@ -211,7 +211,10 @@ INERT_OPTIONS = sorted(
 )
 ENABLING_EXTRA = {("lr_schedule", "step"): {"lr_step_size": 1}}  # what the enabling setting itself needs
 # what an algorithm needs beside the enabling setting: FFGG takes a server optimizer in Algorithm 4 only
-ALGORITHM_EXTRA = {("ffgg", "server_optimizer"): {"local_theta_steps": 1}}
+ALGORITHM_EXTRA = {
+    ("ffgg", "server_optimizer"): {"local_theta_steps": 1},
+    ("ffgg", "server_lr_schedule"): {"local_theta_steps": 1},
+}
 
 
 def _resolve(name: str, env: str, run: dict, split: str = "output"):

@@ -251,7 +251,7 @@ def test_fedbabu_head_stays_at_its_initialization_until_fine_tuning(options, fin
     hp = {"lr": 0.2, "local_steps": 3, "batch_size": 4, "clients_per_round": 3, "client_weights": "samples"}
     alg = _make("fedbabu", fed, {**hp, **options, "finetune": finetune, "finetune_steps": 3}, seed=1)
     alg.rounds = 4
-    w0 = _clone(alg.initial_model())
+    w0 = _clone(fed.initial_model(1))
     head = fed.model.personal_keys()
     schedule = participation_schedule(4, 3, 4, 1)
     for t in range(1, 5):

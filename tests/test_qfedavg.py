@@ -72,7 +72,7 @@ def test_a_larger_q_leans_the_step_towards_the_clients_with_the_larger_loss():
 
     def spread(q: float) -> float:
         algorithm = _train("qfedavg", {**HP, "clients_per_round": None, "q": q}, rounds=1)
-        loss = algorithm.client_scores(algorithm.w, torch.arange(4)).loss
+        loss = algorithm.evaluator.client_scores(algorithm.w, torch.arange(4)).loss
         return float(loss.max() - loss.min())
 
     spreads = [spread(q) for q in (0.0, 2.0, 8.0)]

@@ -19,14 +19,12 @@ import numpy as np
 from torch import Tensor
 
 from hetfl.engine.aggregation import sequential
-from hetfl.engine.evaluate import Evaluator, SplitScores
+from hetfl.engine.evaluate import Evaluator
 from hetfl.engine.federation import Federation
 from hetfl.engine.memory import MemoryProfile
-from hetfl.engine.optim import ClientOptimizer, scheduled_lr
-from hetfl.engine.params import Params, all_finite, average, shared_rows
+from hetfl.engine.params import Params, all_finite, shared_rows
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
-from hetfl.engine.server import ServerOptimizer, is_plain_average
 from hetfl.metrics import evaluate_models, metric_names
 from hetfl.options import Options
 
@@ -137,7 +135,9 @@ class FederatedAlgorithm(Algorithm):
         self.sampler = BatchSampler(
             fed.train.sizes, getattr(hp, "batch_size", 1), generator(seed, "batches"), sampling
         )
-        self._evaluator: Evaluator | None = None
+        self.evaluator = Evaluator(fed)
+        """Scores models on the federation's splits (``hetfl.engine.evaluate.Evaluator``): :meth:`evaluate`'s,
+        and an algorithm's own (q-FedAvg's F_k(w_t): ``self.evaluator.client_scores(w, sampled)``)."""
 
     @classmethod
     def metric_names(cls) -> list[str]:
@@ -154,67 +154,6 @@ class FederatedAlgorithm(Algorithm):
         """
         return None
 
-    def initial_model(self) -> Params:
-        """The initial model w_0 ``[1, ...]`` on the federation's device: a fresh init (stream ``init``: the
-        same for every run of a study), with the parameters of ``fed.init_params`` (a pretrained start,
-        the run option ``init_from``) in place of the fresh ones where they exist."""
-        init = self.fed.model.init(generator(self.seed, "init"), self.fed.dtype)
-        if self.fed.init_params is not None:
-            init.update({k: v.to(self.fed.dtype) for k, v in self.fed.init_params.items() if k in init})
-        return {k: v.to(self.fed.device) for k, v in init.items()}
-
-    def client_optimizer(self, params: Params, keys: list[str] | None = None) -> ClientOptimizer:
-        """The client optimizer of the clients whose models are ``params [C, ...]``: the run's ``momentum``,
-        ``weight_decay`` and ``clip_norm`` (``hetfl.algorithms.hyperparameters.ClientOptimization``; plain
-        SGD where the hyper-parameters have none), stepping ``keys`` (None: every parameter), with zero
-        momentum buffers ``[C, ...]``.
-
-        Momentum buffers follow the model: build the optimizer anew for clients that start a round from the
-        server's model (stateless clients start each round with zero momentum); keep it (an attribute,
-        saved in checkpoints with the algorithm) for clients that keep their model across rounds. The
-        buffers of models placed off the device (per-client state, ``hetfl.engine.state``) are placed by the
-        federation's ``states`` too (``[N, ...]`` stacks like the models).
-        """
-        states = self.fed.states
-        kept = any(states.is_off(v) for v in params.values())
-        return ClientOptimizer(
-            self.hp, params, keys, zeros=(lambda like: states.zeros(like, idle=False)) if kept else None
-        )
-
-    def lr_at(self, t: int, lr: float | None = None) -> float:
-        """The step size ``lr`` (None: ``hp.lr``) in round ``t`` (1-based) under the run's ``lr_schedule``
-        (``hetfl.engine.optim.scheduled_lr``; exactly ``lr`` with the constant default).
-
-        Raises:
-            ValueError: a cosine schedule when the run's number of rounds (``rounds``) is not set.
-        """
-        return scheduled_lr(self.hp.lr if lr is None else lr, t, self.hp, self.rounds)
-
-    def client_scores(self, params: Params, clients: Tensor, split: str = "train") -> SplitScores:
-        """Each client's mean loss and accuracy of a model on its own data, for the clients ``clients [S]``
-        only (a round's sampled clients; the other clients' data are not read), batched, no random draw:
-        ``.loss`` and ``.acc`` are ``Tensor[S]`` float64 (CPU) in the order of ``clients``.
-
-        ``params`` is the server's model ``[1, ...]`` (e.g. q-FedAvg's F_k(w_t) on the training data, Li et
-        al., ICLR 2020, Algorithm 2) or the clients' own models ``[S, ...]`` (row c: ``clients[c]``'s; select
-        the rows of a ``[N, ...]`` stack with ``hetfl.engine.params.select``). ``split``: ``train``, ``test``,
-        or ``val`` with validation data (``hetfl.engine.evaluate.Evaluator.client_scores``).
-        """
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.fed)
-        return self._evaluator.client_scores(params, clients, split)
-
-    def aggregation_weights(self, sampled: Tensor) -> Tensor | None:
-        """Weights of the sampled clients' models: None (uniform 1/S) or n_i / Σ_{j∈S} n_j (``client_weights``)."""
-        if getattr(self.hp, "client_weights", "uniform") == "uniform":
-            return None
-        w = self.fed.train.sizes[sampled.cpu()].double()
-        return w / w.sum()
-
-    def aggregate(self, params: Params, sampled: Tensor) -> Params:
-        """Server average ``[1, ...]`` of the sampled clients' models ``params [S, ...]``."""
-        return average(params, self.aggregation_weights(sampled))
-
     def memory_profile(self) -> MemoryProfile:
         """What the algorithm holds beside the tensors it keeps, for the memory plan
         (``hetfl.engine.memory.MemoryProfile``; ``plan_memory`` measures the kept tensors): FedAvg's round,
@@ -223,24 +162,6 @@ class FederatedAlgorithm(Algorithm):
         return MemoryProfile(
             sequential=sequential(self.hp), drawn_steps=int(getattr(self.hp, "local_steps", 1) or 1)
         )
-
-    server_opt: ServerOptimizer | None = None
-    """The server optimizer's state (built at the first :meth:`server_step` that needs one)."""
-
-    def server_step(self, w: Params, aggregate: Params) -> Params:
-        """The server model after this round, from the server model ``w [1, ...]`` and the clients'
-        aggregate ``aggregate [1, ...]`` (e.g. :meth:`aggregate` of their models), through the run's server
-        optimizer (``hetfl.engine.server``: Δ_t = aggregate − w is the pseudo-gradient; hyper-parameters
-        ``server_optimizer``, ``server_lr``, ..., ``hetfl.algorithms.hyperparameters.ServerOptimization``).
-
-        With ``sgd`` at ``server_lr`` 1 (the defaults; also for hyper-parameters without these options) this
-        is ``aggregate`` itself, the plain average, bit for bit. Returns new tensors; ``w`` is not modified.
-        """
-        if is_plain_average(self.hp):
-            return aggregate
-        if self.server_opt is None:
-            self.server_opt = ServerOptimizer(self.hp, w)
-        return self.server_opt.step(w, aggregate)
 
     @abstractmethod
     def eval_models(self) -> dict[str, Params]:
@@ -254,12 +175,10 @@ class FederatedAlgorithm(Algorithm):
     def evaluate(self) -> tuple[Rows, ClientRows]:
         """Every model of :meth:`scored_models` (those of ``evaluated`` when set) on both splits of every
         client (``hetfl.metrics.evaluate_models``)."""
-        if self._evaluator is None:
-            self._evaluator = Evaluator(self.fed)
         models = self.scored_models()
         if self.evaluated is not None:
             models = {name: params for name, params in models.items() if name in self.evaluated}
-        return evaluate_models(self._evaluator, models)
+        return evaluate_models(self.evaluator, models)
 
     def finite(self) -> bool:
         return all(all_finite(p) for p in self.eval_models().values())

@@ -140,19 +140,24 @@ class ServerOptimization(Options):
     """The server optimizer (``hetfl.engine.server``; Reddi et al., ICLR 2021, Algorithms 1-2):
     ``server_optimizer`` (``sgd``, the default; ``avgm`` FedAvgM; ``adagrad``, ``adam``, ``yogi``: FedAdagrad,
     FedAdam, FedYogi), ``server_lr`` η (1: with ``sgd``, the plain average), ``server_momentum`` β1 (0.9;
-    [0, 1)), ``server_beta2`` β2 (0.99; [0, 1)), ``server_eps`` τ (1e-3; > 0)."""
+    [0, 1)), ``server_beta2`` β2 (0.99; [0, 1)), ``server_eps`` τ (1e-3; > 0), ``server_lr_schedule``
+    (``constant``, the default; ``linear``: warm-up over the first ``server_warmup`` share of the rounds, then a
+    linear decay to 0, ``hetfl.engine.server.scheduled_server_lr``; Mishchenko et al. 2023, App. E, Table 5),
+    ``server_warmup`` (0.1, the paper's 10 % of rounds; [0, 1); read by ``linear`` only)."""
 
     server_optimizer: Literal["sgd", "avgm", "adagrad", "adam", "yogi"] = "sgd"
     server_lr: float = 1.0
     server_momentum: float = 0.9
     server_beta2: float = 0.99
     server_eps: float = 1e-3
+    server_lr_schedule: Literal["constant", "linear"] = "constant"
+    server_warmup: float = 0.1
 
     def check(self, key: str) -> None:
-        """Raises: ConfigError: ``server_lr`` or ``server_eps`` ≤ 0, β1 or β2 outside [0, 1)."""
+        """Raises: ConfigError: ``server_lr`` or ``server_eps`` ≤ 0, β1, β2 or ``server_warmup`` outside [0, 1)."""
         super().check(key)
         self._positive(key, "server_lr", "server_eps")
-        for name in ("server_momentum", "server_beta2"):
+        for name in ("server_momentum", "server_beta2", "server_warmup"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{key}.{name}", f"must lie in [0, 1), got {value}")

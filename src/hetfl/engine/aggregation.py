@@ -24,11 +24,12 @@ deterministic. ``tests/test_aggregation.py`` checks both against their definitio
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from hetfl.engine.params import Params, weighted_sum
+from hetfl.engine.params import Params, average, weighted_sum
 
 AGGREGATIONS = ("batched", "sequential")
 
@@ -120,3 +121,20 @@ def client_sum(hp, clients: Tensor, weights: Tensor | None, reduce: Reduce = wei
     of the run's ``aggregation`` (:func:`sequential` of ``hp``), to be given the clients' terms a chunk of
     clients at a time (:class:`ClientSum`)."""
     return ClientSum(len(clients), weights, sequential(hp), reduce)
+
+
+def aggregation_weights(fed: Any, hp: Any, sampled: Tensor) -> Tensor | None:
+    """The weights of the sampled clients' models in the server's average, from the run's ``client_weights``
+    (``hetfl.algorithms.hyperparameters.Federated``): None for ``uniform`` (or hyper-parameters without the
+    option: 1/S each), or n_i / Σ_{j∈S} n_j for ``samples`` (``Tensor[S]`` float64, CPU; n_i the clients'
+    training samples, ``fed.train.sizes``), in the order of ``sampled [S]``."""
+    if getattr(hp, "client_weights", "uniform") == "uniform":
+        return None
+    w = fed.train.sizes[sampled.cpu()].double()
+    return w / w.sum()
+
+
+def aggregate(fed: Any, hp: Any, params: Params, sampled: Tensor) -> Params:
+    """The server's average ``[1, ...]`` of the sampled clients' models ``params [S, ...]`` (row c:
+    ``sampled[c]``'s), weighted by :func:`aggregation_weights` (McMahan et al. 2017, Algorithm 1, line 9)."""
+    return average(params, aggregation_weights(fed, hp, sampled))

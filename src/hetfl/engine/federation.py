@@ -20,6 +20,7 @@ from hetfl.data.clients import Partition
 from hetfl.data.dataset import Dataset, standardized, zscore_stats
 from hetfl.data.transforms import apply_transform
 from hetfl.engine.chunks import ChunkedModel, limit_rows
+from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
 from hetfl.engine.state import ClientStates
 from hetfl.models import BatchedModel
@@ -151,6 +152,16 @@ class Federation:
         if state_budget is not None:  # the data's bytes are the budget's first
             self.states = ClientStates(self.device, state_budget, reserved=self.data_bytes())
         self.eval_cache_bytes = 0
+
+    def initial_model(self, seed: int) -> dict[str, Tensor]:
+        """The initial model w_0 ``[1, ...]`` of a run of seed ``seed``, on the federation's device and in its
+        dtype: a fresh init from the stream ``init`` (``hetfl.engine.rng``: the same for every run of a study
+        and seed), with the parameters of :attr:`init_params` (a pretrained start, the run option ``init_from``)
+        in place of the fresh ones where they exist."""
+        init = self.model.init(generator(seed, "init"), self.dtype)
+        if self.init_params is not None:
+            init.update({k: v.to(self.dtype) for k, v in self.init_params.items() if k in init})
+        return {k: v.to(self.device) for k, v in init.items()}
 
     def set_call_limits(self, rows: int | None, eval_cache_bytes: int) -> None:
         """Set what a memory plan decides (``hetfl.engine.memory.plan_memory``): the most client rows per

@@ -74,7 +74,7 @@ def local_sgd(
         params: ``[C, ...]``, row c belongs to ``clients[c]``; updated in place and returned.
         clients: ``LongTensor[C]``.
         steps: τ, the same for every client (int), or ``LongTensor[C]`` per row, non-increasing.
-        lr: the step size (of this round: ``FederatedAlgorithm.lr_at``).
+        lr: the step size (of this round: ``hetfl.engine.optim.scheduled_lr``).
         keys: the parameters to train (None: all, or the optimizer's); the others stay fixed (partial
             personalization).
         split: the data the steps use (``train``; ``test`` only for the official Per-FedAvg evaluation).

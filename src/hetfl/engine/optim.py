@@ -51,6 +51,24 @@ def scheduled_lr(lr: float, t: int, hp: Any, rounds: int | None = None) -> float
     return lr
 
 
+def client_optimizer(fed: Any, hp: Any, params: Params, keys: list[str] | None = None) -> ClientOptimizer:
+    """The client optimizer of the clients whose models are ``params [C, ...]``: the run's ``momentum``,
+    ``weight_decay`` and ``clip_norm`` (``hetfl.algorithms.hyperparameters.ClientOptimization``; plain SGD
+    where ``hp`` has none), stepping ``keys`` (None: every parameter), with zero momentum buffers ``[C, ...]``.
+
+    Momentum buffers follow the model: build the optimizer anew for clients that start a round from the
+    server's model (stateless clients start each round with zero momentum); keep it (an attribute, saved in
+    checkpoints with the algorithm) for clients that keep their model across rounds. The buffers of models
+    placed off the device (per-client state, ``hetfl.engine.state``) are placed by the federation ``fed``'s
+    ``states`` too (``[N, ...]`` stacks like the models).
+    """
+    states = fed.states
+    kept = any(states.is_off(v) for v in params.values())
+    return ClientOptimizer(
+        hp, params, keys, zeros=(lambda like: states.zeros(like, idle=False)) if kept else None
+    )
+
+
 def _zeros_like(params: Params) -> Params:
     return {k: torch.zeros_like(v) for k, v in params.items()}
 

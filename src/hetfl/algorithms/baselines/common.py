@@ -8,8 +8,8 @@ class's: :meth:`FedAvgLike.participants` orders the sampled clients by their num
 (``hetfl.engine.local_steps``), :meth:`FedAvgLike.local_chunks` runs every client's τ_i steps from the
 server model in one batched loop (``hetfl.engine.grad.trained_chunks``) and hands the local models over a
 chunk of clients at a time, the server's sums take them as they come (:meth:`FedAvgLike.client_sum`,
-``hetfl.engine.aggregation.ClientSum``), and ``server_step`` (``FederatedAlgorithm``) applies the run's
-server optimizer. With ``aggregation: batched`` (the default) there is one chunk, the S clients; with
+``hetfl.engine.aggregation.ClientSum``), and the server optimizer (``hetfl.engine.server.ServerOptimizer``,
+kept as ``server``) applies the run's server step. With ``aggregation: batched`` (the default) there is one chunk, the S clients; with
 ``sequential`` and a memory budget that limits the clients per call, one chunk per call, so the round's S
 local models are never resident at once (the same numbers as the unchunked ``sequential`` run).
 """
@@ -24,11 +24,13 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import FedAvgFamily
-from hetfl.engine.aggregation import client_sum, sequential
+from hetfl.engine.aggregation import aggregation_weights, client_sum, sequential
 from hetfl.engine.grad import Correction, trained_chunks
 from hetfl.engine.local_steps import LocalSteps
 from hetfl.engine.memory import MemoryProfile
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, broadcast
+from hetfl.engine.server import ServerOptimizer
 
 
 class FedAvgLike(FederatedAlgorithm):
@@ -40,8 +42,8 @@ class FedAvgLike(FederatedAlgorithm):
     A subclass sets ``name`` and ``Hyperparameters`` (derived from ``FedAvgFamily``, the default, for the shared
     options) and changes what it needs: :meth:`correction` (a local objective: FedProx), or :meth:`round`,
     written with :meth:`participants` (S_t and each client's τ_i), :meth:`local_chunks` (their local models, a
-    chunk at a time), ``client_sum`` (the server's sums in the run's ``aggregation`` order), ``server_step``
-    (the server optimizer) and ``client_scores`` (losses and accuracies of the sampled clients: q-FedAvg).
+    chunk at a time), ``client_sum`` (the server's sums in the run's ``aggregation`` order), ``self.server.step``
+    (the server optimizer) and ``self.evaluator.client_scores`` (losses and accuracies of the sampled clients: q-FedAvg).
     The memory plan's defaults fit it (``FederatedAlgorithm.memory_profile``).
 
     FedAvg-like algorithms have no personalization: their ``personal`` model is the global one (an alias,
@@ -53,7 +55,8 @@ class FedAvgLike(FederatedAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
+        self.server = ServerOptimizer(hp)  # the run's server optimizer (the plain average by default)
         self.work = LocalSteps(hp, fed.train.sizes, seed)
 
     def participants(self, sampled: Tensor) -> tuple[Tensor, Tensor]:
@@ -81,10 +84,13 @@ class FedAvgLike(FederatedAlgorithm):
         server optimizer."""
         clients, steps = self.participants(sampled)  # S_t, longest first (the server's order when τ_i equal)
         keys = self.trained_keys() or list(self.w)
-        mean = client_sum(self.hp, clients, self.aggregation_weights(clients))
+        mean = client_sum(self.hp, clients, aggregation_weights(self.fed, self.hp, clients))
         for s, local in self.local_chunks(t, clients, steps):  # ClientUpdate(k, w_t) for each k ∈ S_t
             mean.add(s, {k: local[k] for k in keys})
-        self.w = self.server_step(self.w, {**self.w, **mean.result()})  # w_{t+1} ← Σ_k (n_k/m_t) w^k_{t+1}
+        mean = {**self.w, **mean.result()}  # Σ_k (n_k/m_t) w^k_{t+1}
+        self.w = self.server.step(
+            self.w, mean, t, self.rounds
+        )  # w_{t+1}: the mean, or the server optimizer's
 
     def trained_keys(self) -> list[str] | None:
         """The parameters the clients step and the server averages (None: all; FedBABU: the body, the others
@@ -111,10 +117,12 @@ class FedAvgLike(FederatedAlgorithm):
         return local
 
     def _trained(self, t: int, clients: Tensor, steps: Tensor, whole: bool) -> Iterator[tuple[slice, Params]]:
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
 
         def setup(s: slice, local: Params):  # w_i ← w_t for each i of the chunk, zero momentum
-            return self.client_optimizer(local, self.trained_keys()), self.correction(clients[s])
+            return client_optimizer(self.fed, self.hp, local, self.trained_keys()), self.correction(
+                clients[s]
+            )
 
         def start(s: slice) -> Params:
             return broadcast(self.w, s.stop - s.start)

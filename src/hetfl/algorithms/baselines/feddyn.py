@@ -36,7 +36,7 @@ from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import Aggregation, Federated
-from hetfl.engine.aggregation import client_sum
+from hetfl.engine.aggregation import aggregation_weights, client_sum
 from hetfl.engine.grad import Correction
 from hetfl.engine.params import Params, select
 from hetfl.engine.state import put
@@ -83,7 +83,9 @@ class FedDyn(FedAvgLike):
         clients, steps = self.participants(sampled)
         theta, alpha = self.w, self.hp.alpha  # θ^{t−1}, [1, ...]
         omega = self.population_weights()[clients].to(self.fed.device)  # [S]
-        mean = client_sum(self.hp, clients, self.aggregation_weights(clients))  # (1/|P_t|) Σ_k θ_k^t
+        mean = client_sum(
+            self.hp, clients, aggregation_weights(self.fed, self.hp, clients)
+        )  # (1/|P_t|) Σ_k θ_k^t
         moved = client_sum(self.hp, clients, omega)  # Σ_k ω_k (θ_k^t − θ^{t−1})
         for s, local in self.local_chunks(t, clients, steps):  # θ_k^t of clients[s], [r, ...]
             chunk = clients[s]

@@ -45,7 +45,7 @@ from torch import Tensor
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.algorithms.minimax.local_work import a_l1
-from hetfl.engine.aggregation import client_sum
+from hetfl.engine.aggregation import aggregation_weights, client_sum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ class FedNova(FedAvgLike):
     def round(self, t: int, sampled: Tensor) -> None:
         clients, steps = self.participants(sampled)
         a = self.normalizers(steps)  # ‖a_i‖₁, [S]
-        p = self.aggregation_weights(clients)
+        p = aggregation_weights(self.fed, self.hp, clients)
         p = torch.full_like(a, 1.0 / len(a)) if p is None else p  # p_i, [S]
         tau_eff = float((p * a).sum())  # Σ_i p_i ‖a_i‖₁
         coef = tau_eff * p / a  # w_{t+1} = w_t + Σ_i coef_i (w_i − w_t)
@@ -77,7 +77,7 @@ class FedNova(FedAvgLike):
         total = moved.result()
         with torch.no_grad():
             target = {k: w + total[k] for k, w in self.w.items()}
-        self.w = self.server_step(self.w, target)
+        self.w = self.server.step(self.w, target, t, self.rounds)
 
 
 def _dot(c: Tensor, x: Tensor) -> Tensor:

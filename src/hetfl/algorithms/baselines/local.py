@@ -17,6 +17,7 @@ from torch import Tensor
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import LocalTraining
 from hetfl.engine.grad import local_sgd
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 
 
@@ -35,12 +36,12 @@ class Local(FederatedAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
-        self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the models are
+        self.theta = fed.states.stack(self.fed.initial_model(self.seed), fed.num_clients, idle=False)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)  # kept across rounds, as the models are
 
     def round(self, t: int, sampled: Tensor) -> None:
         clients = self.fed.all_clients()
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         local_sgd(self.fed, self.sampler, self.theta, clients, self.hp.local_steps, lr, optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:

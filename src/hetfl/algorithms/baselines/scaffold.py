@@ -38,8 +38,9 @@ from torch import Tensor
 
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
-from hetfl.engine.aggregation import client_sum
+from hetfl.engine.aggregation import aggregation_weights, client_sum
 from hetfl.engine.grad import Correction, full_grads
+from hetfl.engine.optim import scheduled_lr
 from hetfl.engine.params import Params, broadcast, select
 from hetfl.engine.state import put
 
@@ -84,9 +85,11 @@ class Scaffold(FedAvgLike):
         clients, steps = self.participants(sampled)
         x, c = self.w, self.c
         omega = self.population_weights()[clients].to(self.fed.device)  # ω_i of the participants, [S]
-        scale = 1.0 / (steps.to(torch.float64) * self.lr_at(t))  # 1/(τ_i η_l), [S]
+        scale = 1.0 / (
+            steps.to(torch.float64) * scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        )  # 1/(τ_i η_l), [S]
         mean, control = (
-            client_sum(self.hp, clients, self.aggregation_weights(clients)),
+            client_sum(self.hp, clients, aggregation_weights(self.fed, self.hp, clients)),
             client_sum(self.hp, clients, omega),
         )
         for s, local in self.local_chunks(t, clients, steps):  # y_i of clients[s], [r, ...] (lines 7-10)
@@ -106,7 +109,7 @@ class Scaffold(FedAvgLike):
         with torch.no_grad():
             delta = control.result()
             self.c = {k: c[k] + delta[k] for k in c}  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
-        self.w = self.server_step(x, mean.result())  # x ← x + η_g Δx (line 16)
+        self.w = self.server.step(x, mean.result(), t, self.rounds)  # x ← x + η_g Δx (line 16)
 
 
 ALGORITHMS = {"scaffold": Scaffold}

@@ -30,7 +30,9 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
     flatten,
 )
+from hetfl.engine.aggregation import aggregate
 from hetfl.engine.grad import drawn_chunks
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 
@@ -60,11 +62,14 @@ class APFL(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
         self.local = fed.states.stack(self.w, fed.num_clients, idle=False)
         self.v = fed.states.stack(self.w, fed.num_clients, idle=False)
         self.mix = torch.full((fed.num_clients,), hp.mix_alpha, dtype=fed.dtype, device=fed.device)
-        self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
+        self.opt_w, self.opt_v = (
+            client_optimizer(self.fed, self.hp, self.local),
+            client_optimizer(self.fed, self.hp, self.v),
+        )
         self.clients = fed.all_clients()
 
     def _mixture(self, w: Params, s: slice = slice(None)) -> Params:
@@ -78,10 +83,10 @@ class APFL(CollaborativeAlgorithm):
             for k, v in self.local.items():
                 v.copy_(self.w[k].expand_as(v))  # w_k ← w^t
         super().round(t, sampled)
-        self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
+        self.w = aggregate(self.fed, self.hp, self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         mix = self.mix.clone() if self.hp.adaptive else self.mix  # α_k after this step
 
         def models(s: slice) -> Params:  # w_k and v̄_k = α v_k + (1 − α) w_k of the chunk's clients

@@ -51,6 +51,7 @@ from hetfl.algorithms.collaborative.common import (
 )
 from hetfl.engine.grad import drawn_grads, gather_batch
 from hetfl.engine.memory import MemoryProfile
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 
@@ -103,8 +104,8 @@ class CoBo(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
-        self.theta = fed.states.stack(self.initial_model(), n, idle=False)
-        self.opt = self.client_optimizer(self.theta)
+        self.theta = fed.states.stack(self.fed.initial_model(self.seed), n, idle=False)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)
         self.clients = fed.all_clients()
         batch = hp.pair_batch if hp.pair_batch is not None else hp.batch_size
         self.pair_sampler = PairSampler(fed.train.sizes, batch, self.rng, sampling)
@@ -181,7 +182,9 @@ class CoBo(CollaborativeAlgorithm):
         penalty = unflatten(laplacian @ flatten(self.theta), self.theta)
         for c, g in grads.items():
             g.add_(penalty[c], alpha=self.rho)
-        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η (∇f_i(θ_i) + ρ Σ_k w_ik (θ_i − θ_k))
+        self.opt.step(
+            self.theta, grads, scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        )  # θ_i ← θ_i − η (∇f_i(θ_i) + ρ Σ_k w_ik (θ_i − θ_k))
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

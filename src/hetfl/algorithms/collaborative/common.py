@@ -31,6 +31,7 @@ from torch import Tensor
 from hetfl.algorithms.base import ClientRows, FederatedAlgorithm, Rows
 from hetfl.algorithms.hyperparameters import LocalTraining
 from hetfl.engine.federation import Batch, Federation
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
 from hetfl.engine.sampler import BatchSampler
@@ -340,8 +341,8 @@ class AllForOneBase(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
-        self.opt = self.client_optimizer(self.theta)  # kept across rounds, as the paper's code
+        self.theta = fed.states.stack(self.fed.initial_model(self.seed), fed.num_clients, idle=False)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)  # kept across rounds, as the paper's code
         self.update_sampler = PairSampler(
             fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling
         )
@@ -354,7 +355,9 @@ class AllForOneBase(CollaborativeAlgorithm):
         self.update_weights()
         x, y, weight = collaborator_batch(self.fed, self.update_sampler, self.alpha)
         grads = weighted_grads(self.fed.model, self.theta, x, y, weight)  # G_i = Σ_k α_ik ∇ℓ(θ_i; B_ik)
-        self.opt.step(self.theta, grads, self.lr_at(t))  # θ_i ← θ_i − η_t G_i (with momentum / weight decay)
+        self.opt.step(
+            self.theta, grads, scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        )  # θ_i ← θ_i − η_t G_i (with momentum / weight decay)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -29,7 +29,9 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
     stacked_rows,
 )
+from hetfl.engine.aggregation import aggregate
 from hetfl.engine.grad import drawn_chunks
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
 
 
@@ -54,10 +56,13 @@ class Ditto(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
         self.local = fed.states.stack(self.w, fed.num_clients, idle=False)
         self.v = fed.states.stack(self.w, fed.num_clients, idle=False)
-        self.opt_w, self.opt_v = self.client_optimizer(self.local), self.client_optimizer(self.v)
+        self.opt_w, self.opt_v = (
+            client_optimizer(self.fed, self.hp, self.local),
+            client_optimizer(self.fed, self.hp, self.v),
+        )
         self.clients = fed.all_clients()
 
     def round(self, t, sampled) -> None:
@@ -65,10 +70,10 @@ class Ditto(CollaborativeAlgorithm):
             for k, v in self.local.items():
                 v.copy_(self.w[k].expand_as(v))  # w_k ← w^t
         super().round(t, sampled)
-        self.w = self.aggregate(self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
+        self.w = aggregate(self.fed, self.hp, self.local, self.clients)  # w^{t+1} = Σ_k p_k w_k
 
     def step(self, t: int) -> None:
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         # w_k and v_k of a chunk of clients in one call, on the same minibatch B_k; each chunk (all clients
         # without a memory budget) steps before the next is differentiated: its rows only
         models = lambda s: stacked_rows(self.local, self.v, s)  # noqa: E731

@@ -24,7 +24,9 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeAlgorithm,
     CollaborativeHyperparameters,
 )
+from hetfl.engine.aggregation import aggregate, aggregation_weights
 from hetfl.engine.grad import local_sgd
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 
 
@@ -45,11 +47,11 @@ class FedAvgSGDM(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
         self.theta = fed.states.stack(self.w, fed.num_clients, idle=False)
-        self.opt = self.client_optimizer(self.theta)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)
         self.clients = fed.all_clients()
-        p = self.aggregation_weights(self.clients)
+        p = aggregation_weights(self.fed, self.hp, self.clients)
         p = torch.full((fed.num_clients,), 1.0 / fed.num_clients, dtype=torch.float64) if p is None else p
         self.record(p.unsqueeze(0).expand(fed.num_clients, -1).clone())
 
@@ -58,12 +60,20 @@ class FedAvgSGDM(CollaborativeAlgorithm):
             for k, v in self.theta.items():
                 v.copy_(self.w[k].expand_as(v))  # θ_i ← w (momentum buffers kept)
         super().round(t, sampled)  # I local steps
-        self.w = self.aggregate(self.theta, self.clients)  # w ← Σ_i p_i θ_i
+        self.w = aggregate(self.fed, self.hp, self.theta, self.clients)  # w ← Σ_i p_i θ_i
 
     def step(self, t: int) -> None:
         # one step of every client's optimizer on its next minibatch, chunk by chunk under a
         # memory budget (the N clients' gradients never resident at once)
-        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, self.lr_at(t), optimizer=self.opt)
+        local_sgd(
+            self.fed,
+            self.sampler,
+            self.theta,
+            self.clients,
+            1,
+            scheduled_lr(self.hp.lr, t, self.hp, self.rounds),
+            optimizer=self.opt,
+        )
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

@@ -19,6 +19,7 @@ from hetfl.algorithms.collaborative.common import (
     CollaborativeHyperparameters,
 )
 from hetfl.engine.grad import local_sgd
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 
 
@@ -36,15 +37,23 @@ class LocalSGDM(CollaborativeAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta = fed.states.stack(self.initial_model(), fed.num_clients, idle=False)
-        self.opt = self.client_optimizer(self.theta)
+        self.theta = fed.states.stack(self.fed.initial_model(self.seed), fed.num_clients, idle=False)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)
         self.clients = fed.all_clients()
         self.record(torch.eye(fed.num_clients, dtype=torch.float64))
 
     def step(self, t: int) -> None:
         # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i) (a step of the client's optimizer), chunk by chunk under a memory
         # budget: the N clients' gradients are never resident at once
-        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, self.lr_at(t), optimizer=self.opt)
+        local_sgd(
+            self.fed,
+            self.sampler,
+            self.theta,
+            self.clients,
+            1,
+            scheduled_lr(self.hp.lr, t, self.hp, self.rounds),
+            optimizer=self.opt,
+        )
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -36,6 +36,7 @@ from hetfl.algorithms.collaborative.common import (
 )
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import client_grads, gather_chunks
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
 from hetfl.errors import ConfigError
@@ -65,8 +66,8 @@ class WGABC(CollaborativeAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         n = fed.num_clients
-        self.theta = fed.states.stack(self.initial_model(), n, idle=False)
-        self.opt = self.client_optimizer(self.theta)
+        self.theta = fed.states.stack(self.fed.initial_model(self.seed), n, idle=False)
+        self.opt = client_optimizer(self.fed, self.hp, self.theta)
         self.pair_sampler = PairSampler(fed.train.sizes, hp.batch_size, generator(seed, "batches"), sampling)
         self.w = hp.weight if hp.weight is not None else 1.0 / n
         self.c = torch.zeros_like(flatten(self.theta))
@@ -97,7 +98,9 @@ class WGABC(CollaborativeAlgorithm):
             g_own[i] = flatten(client_grads(fed.model, theta, own_batch)[1])  # g_i(θ_i)
         pseudo = g_own + d - self.c  # g_i + d_i − c_i
         self.c.mul_(1.0 - self.hp.beta).add_(d, alpha=self.hp.beta)  # c_i ← (1 − β) c_i + β d_i
-        self.opt.step(self.theta, unflatten(pseudo, self.theta), self.lr_at(t))
+        self.opt.step(
+            self.theta, unflatten(pseudo, self.theta), scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        )
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}

@@ -42,6 +42,7 @@ from torch import Tensor
 from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.engine.aggregation import client_sum
+from hetfl.engine.optim import scheduled_lr
 from hetfl.errors import ConfigError
 
 
@@ -74,9 +75,13 @@ class QFedAvg(FedAvgLike):
     def round(self, t: int, sampled: Tensor) -> None:
         """Round ``t`` of Algorithm 2 for the clients ``sampled [S]``."""
         q = self.hp.q
-        lipschitz = self.hp.lipschitz or 1.0 / self.lr_at(t)  # L (the code's 1/η)
+        lipschitz = self.hp.lipschitz or 1.0 / scheduled_lr(
+            self.hp.lr, t, self.hp, self.rounds
+        )  # L (the code's 1/η)
         clients, steps = self.participants(sampled)  # S_t, longest first, and their local steps
-        loss = self.client_scores(self.w, clients).loss + self.hp.loss_offset  # F_k(w_t), [S] float64
+        loss = (
+            self.evaluator.client_scores(self.w, clients).loss + self.hp.loss_offset
+        )  # F_k(w_t), [S] float64
         weight = loss.pow(q)  # F_k^q
         slope = q * loss.pow(q - 1) if q else torch.zeros_like(loss)  # q F_k^{q−1}
         h = torch.zeros_like(loss)  # h_k, [S]
@@ -87,7 +92,7 @@ class QFedAvg(FedAvgLike):
             h[s] = slope[s] * norm2 + lipschitz * weight[s]
             deltas.add(s, dw)
         step, total = deltas.result(), float(h.sum())
-        self.w = self.server_step(self.w, {k: w - step[k] / total for k, w in self.w.items()})
+        self.w = self.server.step(self.w, {k: w - step[k] / total for k, w in self.w.items()}, t, self.rounds)
 
 
 ALGORITHMS = {"qfedavg": QFedAvg}

@@ -140,7 +140,7 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
         super().__init__(fed, hp, seed, sampling)
         self.p, self.work, self.objective = federated_objective(fed, hp, self.rng)
         self.used = torch.arange(len(self.p))
-        self.x = self.initial_model()
+        self.x = self.fed.initial_model(self.seed)
         self.y = self.objective.init_y()
         self.t = 0
         self.reached: int | None = None

@@ -87,7 +87,7 @@ class MinimaxSaddle(FederatedAlgorithm):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.p, self.work, self.objective = federated_objective(fed, hp, self.rng)
-        start = self.initial_model()
+        start = self.fed.initial_model(self.seed)
         self.x = {model: {k: v.clone() for k, v in start.items()} for model in self.models}
         self.y = {model: self.objective.init_y() for model in self.models}
         self.stats: dict[str, float] = dict.fromkeys(SOLVER_METRICS, float("nan"))

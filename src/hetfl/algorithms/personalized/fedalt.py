@@ -31,7 +31,7 @@ from torch import Tensor
 from hetfl.algorithms.hyperparameters import ServerOptimization
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.grad import sgd_step
-from hetfl.engine.optim import ClientOptimizer
+from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, rows, select
 from hetfl.engine.state import put
 
@@ -77,7 +77,7 @@ class StatefulPersonalization(PartialPersonalization):
         """The optimizer of the clients' models ``params [r, ...]`` (``sampled [r]``; over ``keys``, None: all):
         zero momentum, except the personal part's buffers of stateful clients, which carry on from their last
         round."""
-        opt = self.client_optimizer(params, keys)
+        opt = client_optimizer(self.fed, self.hp, params, keys)
         if self.personal_momentum is not None:
             opt.load_state_dict(select(self.personal_momentum, sampled, self.fed.device))
         return opt
@@ -112,9 +112,9 @@ class FedAlt(StatefulPersonalization):
     def train_chunk(self, t: int, clients: Tensor, params: Params, steps) -> Params:
         """The w steps (θ fixed), then the θ steps from θ^r (w fixed), each through its own client optimizer;
         sends θ_m."""
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         opt_w = self.personal_optimizer(params, clients, self.personal_keys)
-        opt_theta = self.client_optimizer(params, self.global_keys)  # from θ^r: zero momentum
+        opt_theta = client_optimizer(self.fed, self.hp, params, self.global_keys)  # from θ^r: zero momentum
         for k, s, (batch,) in steps:
             opt = opt_w if k < self.personal_steps else opt_theta
             sgd_step(self.fed.model, rows(params, s), batch, lr, opt.keys, s, opt)

@@ -20,6 +20,7 @@ from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.baselines.fedavg import FedAvg, FedAvgHyperparameters
 from hetfl.engine.adapt import ClientModels, adapted_chunks
 from hetfl.engine.memory import MemoryProfile
+from hetfl.engine.optim import client_optimizer
 from hetfl.engine.params import Params, all_finite, broadcast
 from hetfl.engine.sampler import eval_sampler
 
@@ -81,7 +82,9 @@ class FedAvgFT(AdaptsForEvaluation, FedAvg):
                 sampler,
                 lambda s: broadcast(self.w, s.stop - s.start, views=fixed),
                 [lr] * hp.finetune_steps,
-                optimizer=lambda params: self.client_optimizer(params, keys),  # zero momentum: from w_t
+                optimizer=lambda params: client_optimizer(
+                    self.fed, self.hp, params, keys
+                ),  # zero momentum: from w_t
             )
 
         return ClientModels(fed.num_clients, chunks, views=fixed)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from hetfl.algorithms.personalized.fedalt import SplitTrainingHyperparameters, StatefulPersonalization
 from hetfl.engine.grad import sgd_step
+from hetfl.engine.optim import scheduled_lr
 from hetfl.engine.params import Params, rows
 
 
@@ -30,7 +31,7 @@ class FedSim(StatefulPersonalization):
 
     def train_chunk(self, t: int, clients: Tensor, params: Params, steps) -> Params:
         """``local_steps`` joint steps of one client optimizer over (θ, w); sends θ_m."""
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         opt = self.personal_optimizer(params, clients)  # θ: zero momentum; w: as FedAlt's
         for _, s, (batch,) in steps:
             sgd_step(self.fed.model, rows(params, s), batch, lr, opt.keys, s, opt)

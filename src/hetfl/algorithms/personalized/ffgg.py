@@ -45,6 +45,7 @@ from hetfl.algorithms.hyperparameters import ServerOptimization
 from hetfl.algorithms.personalized.partial import PartialHyperparameters, PartialPersonalization
 from hetfl.engine.chunks import stitch
 from hetfl.engine.grad import client_grads, sgd_step
+from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 
@@ -67,7 +68,8 @@ class FFGGHyperparameters(PartialHyperparameters, ServerOptimization):
 
     def check(self, key: str) -> None:
         """Raises: ConfigError: a step size not positive, τ or K negative, or a server optimizer other than
-        ``sgd`` with Algorithm 1 (``local_theta_steps: 0``), whose θ-step is γ_θ's own step at the server."""
+        ``sgd`` or a server step-size schedule other than ``constant`` with Algorithm 1 (``local_theta_steps:
+        0``), whose θ-step is γ_θ's own step at the server (scheduled by ``lr_schedule``)."""
         super().check(key)
         self._positive(key, "lr_theta", "lr_w")
         self._positive(key, "tau", "local_theta_steps", allow_zero=True)
@@ -77,6 +79,13 @@ class FFGGHyperparameters(PartialHyperparameters, ServerOptimization):
                 "Algorithm 1 (local_theta_steps: 0) steps θ with γ_θ at the server; a server optimizer needs "
                 "Algorithm 4 (local_theta_steps > 0)",
                 allowed=("sgd",),
+            )
+        if self.local_theta_steps == 0 and self.server_lr_schedule != "constant":
+            raise ConfigError(
+                f"{key}.server_lr_schedule",
+                "Algorithm 1 (local_theta_steps: 0) steps θ with γ_θ at the server, scheduled by lr_schedule; "
+                "a server schedule needs Algorithm 4 (local_theta_steps > 0)",
+                allowed=("constant",),
             )
 
 
@@ -89,7 +98,9 @@ class FFGG(PartialPersonalization):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.theta_opt = self.client_optimizer(self.theta)  # Algorithm 1's θ-step: the server's θ [1, ...]
+        self.theta_opt = client_optimizer(
+            self.fed, self.hp, self.theta
+        )  # Algorithm 1's θ-step: the server's θ [1, ...]
 
     @property
     def personal_lr(self) -> float:
@@ -110,9 +121,12 @@ class FFGG(PartialPersonalization):
         sent; or Algorithm 4's K alternating steps, θ_m sent. One optimizer of w for both phases (stateless
         clients: zero momentum), θ_k's from zero momentum."""
         hp, model = self.hp, self.fed.model
-        lr_w, lr_theta = self.lr_at(t, hp.lr_w), self.lr_at(t, hp.lr_theta)
-        opt_w = self.client_optimizer(params, self.personal_keys)
-        opt_theta = self.client_optimizer(params, self.global_keys)  # θ_0 = θ^r: zero momentum
+        lr_w, lr_theta = (
+            scheduled_lr(hp.lr_w, t, self.hp, self.rounds),
+            scheduled_lr(hp.lr_theta, t, self.hp, self.rounds),
+        )
+        opt_w = client_optimizer(self.fed, self.hp, params, self.personal_keys)
+        opt_theta = client_optimizer(self.fed, self.hp, params, self.global_keys)  # θ_0 = θ^r: zero momentum
 
         def fine_tuned():  # Alg. 2's τ steps w ← w − γ_w ∇_w f(θ^r, w) taken; the later steps handed over
             for k, s, (batch,) in steps:
@@ -143,7 +157,7 @@ class FFGG(PartialPersonalization):
         server's averaging (:meth:`PartialPersonalization.theta_step`)."""
         if self.hp.local_theta_steps:
             return super().theta_step(t, mean)
-        lr_theta = self.lr_at(t, self.hp.lr_theta)
+        lr_theta = scheduled_lr(self.hp.lr_theta, t, self.hp, self.rounds)
         if self.theta_opt.plain:
             self.theta = {k: v - lr_theta * mean[k] for k, v in self.theta.items()}
         else:

@@ -33,12 +33,14 @@ from torch import Tensor
 from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Aggregation, ClientOptimization
 from hetfl.engine.adapt import ClientModels, adapted_chunks
-from hetfl.engine.aggregation import client_sum, sequential
+from hetfl.engine.aggregation import aggregation_weights, client_sum, sequential
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import numbered_steps, step_chunks
 from hetfl.engine.memory import MemoryProfile
+from hetfl.engine.optim import client_optimizer
 from hetfl.engine.params import Params, all_finite, broadcast, rows
 from hetfl.engine.sampler import eval_sampler
+from hetfl.engine.server import ServerOptimizer, scheduled_server_lr
 from hetfl.errors import ConfigError
 from hetfl.models.adapters import SPLITS
 from hetfl.options import Options
@@ -85,10 +87,11 @@ class PartialPersonalization(AdaptsForEvaluation):
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
         self.personal_keys = fed.model.personal_keys()
-        w0 = self.initial_model()
+        w0 = self.fed.initial_model(self.seed)
         self.global_keys = [k for k in w0 if k not in self.personal_keys]
         self.theta = {k: w0[k] for k in self.global_keys}
         self.default_personal = {k: w0[k] for k in self.personal_keys}
+        self.server = ServerOptimizer(hp)  # the run's server optimizer, for a server_optimizer other than sgd
         self.t = 0
 
     def memory_profile(self) -> MemoryProfile:
@@ -146,7 +149,7 @@ class PartialPersonalization(AdaptsForEvaluation):
         ``aggregation`` order) and moves θ with it (:meth:`theta_step`)."""
         self.t = t
         start = self.personal_start(sampled, self.rng)
-        mean = client_sum(self.hp, sampled, self.aggregation_weights(sampled))
+        mean = client_sum(self.hp, sampled, aggregation_weights(self.fed, self.hp, sampled))
         for s, sent in self.local_chunks(t, sampled, start):
             mean.add(s, sent)
         self.theta_step(t, mean.result())
@@ -177,14 +180,16 @@ class PartialPersonalization(AdaptsForEvaluation):
         the server, ``[r, ...]`` of the global keys."""
 
     def theta_step(self, t: int, mean: Params) -> None:
-        """θ ← θ − server_lr · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]``
-        (``server_lr`` 1: their average); with a ``server_optimizer`` other than ``sgd``, that optimizer's step
-        (:meth:`server_step`, ``hetfl.engine.server``: Δ = mean − θ its pseudo-gradient, its state kept across
+        """θ ← θ − η_t · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]`` at the
+        server step size η_t of round ``t`` (``server_lr`` under ``server_lr_schedule``,
+        ``hetfl.engine.server.scheduled_server_lr``; ``server_lr`` 1, constant: their average); with a
+        ``server_optimizer`` other than ``sgd``, that optimizer's step (``self.server``,
+        ``hetfl.engine.server.ServerOptimizer``: Δ = mean − θ its pseudo-gradient, its state kept across
         rounds)."""
         if getattr(self.hp, "server_optimizer", "sgd") != "sgd":
-            self.theta = self.server_step(self.theta, mean)
+            self.theta = self.server.step(self.theta, mean, t, self.rounds)
             return
-        lr = self.hp.server_lr
+        lr = scheduled_server_lr(self.hp, t, self.rounds)
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
 
     def adapt(self) -> ClientModels:
@@ -203,7 +208,9 @@ class PartialPersonalization(AdaptsForEvaluation):
                 sampler,
                 lambda s: self.compose(rows(start, s), s.stop - s.start, share=True),
                 [lr] * self.hp.finetune_steps,
-                optimizer=lambda params: self.client_optimizer(params, self.personal_keys),  # a copy's
+                optimizer=lambda params: client_optimizer(
+                    self.fed, self.hp, params, self.personal_keys
+                ),  # a copy's
             )
 
         return ClientModels(self.fed.num_clients, chunks, views=self.global_keys)

@@ -50,11 +50,11 @@ from torch import Tensor
 from hetfl.algorithms.adapting import AdaptsForEvaluation
 from hetfl.algorithms.hyperparameters import Aggregation, Federated
 from hetfl.engine.adapt import ClientModels, adapted_chunks
-from hetfl.engine.aggregation import client_sum, sequential
+from hetfl.engine.aggregation import aggregation_weights, client_sum, sequential
 from hetfl.engine.federation import Batch
 from hetfl.engine.grad import client_grads, numbered_steps, step_chunks
 from hetfl.engine.memory import MemoryProfile
-from hetfl.engine.optim import ClientOptimizer
+from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
 
@@ -97,7 +97,7 @@ class PerFedAvg(AdaptsForEvaluation):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
         self.t = 0
 
     def memory_profile(self) -> MemoryProfile:
@@ -121,19 +121,27 @@ class PerFedAvg(AdaptsForEvaluation):
         """The local step of the rows ``s`` (``local``: views of them) on their minibatches D, D' (, D'')."""
         hp = self.hp
         if hp.step == "sequential":  # the paper-time official code: two SGD steps, no restore
-            local = self._descend(opt, local, self._grad(local, batches[0]), self.lr_at(t), s)
-            return self._descend(opt, local, self._grad(local, batches[1]), self.lr_at(t, hp.beta), s)
+            local = self._descend(
+                opt,
+                local,
+                self._grad(local, batches[0]),
+                scheduled_lr(self.hp.lr, t, self.hp, self.rounds),
+                s,
+            )
+            return self._descend(
+                opt, local, self._grad(local, batches[1]), scheduled_lr(hp.beta, t, self.hp, self.rounds), s
+            )
         temp = _shifted(local, self._grad(local, batches[0]), -hp.lr)  # w' = w − α ∇f(w; D)
         g = self._grad(temp, batches[1])  # g = ∇f(w'; D')
         if hp.variant == "hf":  # Hessian-vector product by central differences on D''
             plus = self._grad(_shifted(local, g, hp.hf_delta), batches[2])
             minus = self._grad(_shifted(local, g, -hp.hf_delta), batches[2])
             g = {k: g[k] - hp.lr * (plus[k] - minus[k]) / (2 * hp.hf_delta) for k in g}
-        return self._descend(opt, local, g, self.lr_at(t, hp.beta), s)  # w ← w − β g
+        return self._descend(opt, local, g, scheduled_lr(hp.beta, t, self.hp, self.rounds), s)  # w ← w − β g
 
     def round(self, t: int, sampled: Tensor) -> None:
         self.t = t
-        mean = client_sum(self.hp, sampled, self.aggregation_weights(sampled))
+        mean = client_sum(self.hp, sampled, aggregation_weights(self.fed, self.hp, sampled))
         for s, local in self._local_chunks(sampled, t):
             mean.add(s, local)
         self.w = mean.result()  # the server averages the clients' models (Algorithm 1, line 11)
@@ -152,7 +160,7 @@ class PerFedAvg(AdaptsForEvaluation):
             self.fed, self.sampler, sampled, working, picks=self.picks, whole=whole
         ):
             local = broadcast(self.w, chunk.stop - chunk.start)
-            opt = self.client_optimizer(local)  # stateless clients: zero momentum each round
+            opt = client_optimizer(self.fed, self.hp, local)  # stateless clients: zero momentum each round
             for _, r, batches in numbered_steps(chunk, steps):  # r: rows within the chunk's models
                 if r.stop - r.start == chunk.stop - chunk.start:  # every row of the chunk: no copy
                     local = self._step_rows(local, list(batches), opt, t, r)

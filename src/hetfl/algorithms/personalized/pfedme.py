@@ -55,9 +55,10 @@ from torch import Tensor
 
 from hetfl.algorithms.base import FederatedAlgorithm
 from hetfl.algorithms.hyperparameters import Federated
+from hetfl.engine.aggregation import aggregate
 from hetfl.engine.chunks import row_chunks, stitch
 from hetfl.engine.grad import chunks_through_steps, client_grads
-from hetfl.engine.optim import ClientOptimizer
+from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.engine.state import put
 from hetfl.models.linalg import bmm
@@ -97,7 +98,7 @@ class PFedMe(FederatedAlgorithm):
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
         super().__init__(fed, hp, seed, sampling)
-        self.w = self.initial_model()
+        self.w = self.fed.initial_model(self.seed)
         idle = hp.train_clients != "all"  # [N, ...] stacks placed by fed.states (hetfl.engine.state)
         self.theta = fed.states.stack(self.w, fed.num_clients, idle)
         self.local = fed.states.stack(self.w, fed.num_clients, idle)
@@ -134,13 +135,13 @@ class PFedMe(FederatedAlgorithm):
         """The R local rounds of each chunk of ``clients`` in turn (one chunk of all C without a row limit):
         yields ``(s, θ̃ [r, ...], w_{i,R} [r, ...])`` for the rows ``s`` as each chunk ends."""
         hp, rounds = self.hp, self.hp.local_steps
-        lr = self.lr_at(t)
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
         steps = chunks_through_steps(self.fed, self.sampler, clients, [len(clients)] * rounds)
         for i, (s, batch) in enumerate(steps):  # every row works every round: R batches a chunk
             if i % rounds == 0:
                 local = broadcast(self.w, s.stop - s.start)  # w_{i,0} = w_t
                 theta = clone(local)
-                opt = self.client_optimizer(local)  # zero momentum: every round starts from w_t
+                opt = client_optimizer(self.fed, self.hp, local)  # zero momentum: every round starts from w_t
             if hp.inner_init == "local":
                 theta = clone(local)
             # one D_i for all K inner steps
@@ -235,7 +236,7 @@ class PFedMe(FederatedAlgorithm):
             put(self.theta, sampled, theta)
             put(self.local, sampled, uploaded)
         # w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
-        self.w = lerp(self.w, self.aggregate(uploaded, sampled), self.hp.beta)
+        self.w = lerp(self.w, aggregate(self.fed, self.hp, uploaded, sampled), self.hp.beta)
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.theta, "local": self.local}
