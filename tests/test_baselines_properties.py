@@ -31,7 +31,6 @@ from hetfl.data import load_dataset, make_partition
 from hetfl.engine.federation import Federation
 from hetfl.engine.local_steps import LocalSteps
 from hetfl.engine.participation import participation_schedule
-from hetfl.engine.server import scheduled_server_lr
 from hetfl.errors import ConfigError
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.testing import tiny_federation
@@ -367,49 +366,6 @@ def test_the_server_learning_rate_scales_the_mean_update(name):
     scaled = train(make(name, tiny_federation("dnn"), **BASE, server_lr=2.5), 1).w
     for k in x0:
         torch.testing.assert_close(scaled[k] - x0[k], 2.5 * (plain[k] - x0[k]), rtol=0, atol=1e-12)
-
-
-def test_the_linear_server_schedule_warms_up_then_decays_to_zero():
-    """Mishchenko et al. (2023), App. E, Table 5: a linear warm-up over 10 % of the T rounds, then a linear decay
-    to 0, as the factor of step s = t − 1 (s/W while s < W = 0.1 T, then (T − s)/(T − W)): at T = 20, W = 2."""
-    hp = get_algorithm("fedavg").Hyperparameters.from_dict(
-        {"server_lr": 0.5, "server_lr_schedule": "linear"}, "t"
-    )
-    factors = [scheduled_server_lr(hp, t, 20) / 0.5 for t in range(1, 21)]
-    assert factors[:4] == pytest.approx([0.0, 0.5, 1.0, 17 / 18], abs=1e-15)
-    assert factors[-1] == pytest.approx(1 / 18, abs=1e-15)
-    assert all(a > b for a, b in zip(factors[2:-1], factors[3:], strict=True))  # decreasing after the warm-up
-    assert scheduled_server_lr(dataclasses.replace(hp, server_lr_schedule="constant"), 7, None) == 0.5
-    with pytest.raises(ValueError, match="number of rounds"):
-        scheduled_server_lr(hp, 1, None)
-
-
-@pytest.mark.parametrize(
-    "name,split,extra",
-    [
-        ("fedavg", "none", {}),
-        ("fedavg", "none", {"server_optimizer": "avgm", "server_momentum": 0.0}),
-        ("fedalt", "output", {"personal_steps": 2}),
-        ("ffgg", "output", {"local_theta_steps": 2, "tau": 2, "lr_w": 0.1, "lr_theta": 0.1}),
-    ],
-)
-def test_a_scheduled_server_step_is_the_plain_step_scaled_by_the_schedule(name, split, extra):
-    """One round from the same model at round t: the server's update is η_t times the update at η = 1 (FedAvg's
-    w, FedAlt's and FFGG's θ), 0 in the first round of the warm-up; FedAvg with server SGD or FedAvgM at β1 = 0."""
-    base = {**BASE, **extra} if name != "ffgg" else {"batch_size": 4, "clients_per_round": 3, **extra}
-    key = "w" if name == "fedavg" else "theta"
-    for t, rounds in ((1, 20), (2, 20), (8, 20)):  # W = 2 rounds of warm-up
-        runs = {}
-        for schedule in ("constant", "linear"):
-            alg = make(name, tiny_federation("dnn", split=split), 2, **base, server_lr_schedule=schedule)
-            alg.rounds = rounds
-            start = {k: v.clone() for k, v in getattr(alg, key).items()}
-            alg.round(t, torch.tensor([0, 2, 3]))
-            runs[schedule] = {k: v - start[k] for k, v in getattr(alg, key).items()}
-        eta = scheduled_server_lr(alg.hp, t, rounds)
-        assert eta == (0.0 if t == 1 else pytest.approx(1 / 2 if t == 2 else 13 / 18))
-        for k, plain in runs["constant"].items():
-            torch.testing.assert_close(runs["linear"][k], eta * plain, rtol=0, atol=1e-12)
 
 
 def test_yogi_and_adagrad_take_bounded_steps_and_differ_from_adam():

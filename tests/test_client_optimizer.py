@@ -41,6 +41,7 @@ NEUTRAL = {
     "lr_step_size": None,
     "lr_gamma": 0.1,
     "lr_min": 0.0,
+    "lr_warmup": 0.1,
 }
 
 
@@ -326,8 +327,6 @@ FEDAVG_FAMILY_NEUTRAL = {
     "server_momentum": 0.9,
     "server_beta2": 0.99,
     "server_eps": 1e-3,
-    "server_lr_schedule": "constant",
-    "server_warmup": 0.1,
     "aggregation": "batched",
 }
 SAME_AS = {  # case -> the recorded case whose models it must give, byte for byte
@@ -424,6 +423,11 @@ OPTIONS = {  # name -> settings that must change the models of 2 rounds
     "clip_norm": {"clip_norm": 1e-3},
     "step": {"lr_schedule": "step", "lr_step_size": 1, "lr_gamma": 0.5},
     "cosine": {"lr_schedule": "cosine", "lr_min": 0.0},
+    "linear": {"lr_schedule": "linear"},
+}
+NEEDS = {  # algorithm -> what it needs beside an option (a linear warm-up's first step size is 0)
+    ("qfedavg", "linear"): {"lipschitz": 10.0},
+    ("scaffold", "linear"): {"control": "I"},
 }
 
 
@@ -437,7 +441,10 @@ def test_every_option_changes_every_algorithms_training(algorithm, option):
     split = SPLIT_OF[cls.part] if hasattr(cls, "part") else split  # a personal head or body (layers.py)
     base = {"local_steps": 2} if "local_steps" in cls.Hyperparameters.names() else {}
     plain = _train(algorithm, base, split, rounds=2).eval_models()
-    changed = _train(algorithm, {**base, **OPTIONS[option]}, split, rounds=2).eval_models()
+    extra = NEEDS.get((algorithm, option), {})
+    changed = _train(algorithm, {**base, **OPTIONS[option], **extra}, split, rounds=2).eval_models()
+    if extra:
+        plain = _train(algorithm, {**base, **extra}, split, rounds=2).eval_models()
     assert any(not torch.equal(plain[m][k], changed[m][k]) for m in plain for k in plain[m])
 
 
@@ -448,6 +455,9 @@ def test_every_option_changes_every_algorithms_training(algorithm, option):
     "algorithm,values,key,fragment",
     [
         ("fedavg", {"momentum": 1.0}, "momentum", "[0, 1)"),
+        ("qfedavg", {"lr_schedule": "linear"}, "lr_schedule", "L = 1/η_t"),
+        ("scaffold", {"lr_schedule": "linear"}, "lr_schedule", "control II"),
+        ("fedavg", {"lr_schedule": "linear", "lr_warmup": 1.0}, "lr_warmup", "[0, 1)"),
         ("local", {"momentum": -0.1}, "momentum", "[0, 1)"),
         ("pfedme", {"weight_decay": -1e-4}, "weight_decay", "≥ 0"),
         ("fedalt", {"clip_norm": 0.0}, "clip_norm", "> 0"),

@@ -158,19 +158,21 @@ def test_partition_seed_follows_the_run_seed_unless_fixed():
             {
                 "model": {"name": "dnn", "hidden": 4},
                 "runs": {
-                    "x": {"algorithm": "ffgg", "model": {"split": "output"}, "server_lr_schedule": "linear"}
+                    "x": {
+                        "algorithm": "fedsim",
+                        "model": {"split": "input"},
+                        "lr_schedule": "linear",
+                        "lr_warmup": 1.0,
+                    }
                 },
             },
-            "studies.s.runs.x.server_lr_schedule",
-            "needs Algorithm 4",
+            "studies.s.runs.x.lr_warmup",
+            "[0, 1)",
         ),
         (
-            {
-                "model": {"name": "dnn", "hidden": 4},
-                "runs": {"x": {"algorithm": "fedsim", "model": {"split": "input"}, "server_warmup": 1.0}},
-            },
-            "studies.s.runs.x.server_warmup",
-            "[0, 1)",
+            {"runs": {"x": {"algorithm": "fedavg", "lr_warmup": 0.2}}},
+            "studies.s.runs.x.lr_warmup",
+            "lr_schedule",
         ),
         (
             {

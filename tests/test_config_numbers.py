@@ -210,10 +210,12 @@ INERT_OPTIONS = sorted(
     for option in requirements(cls.Hyperparameters.names())
 )
 ENABLING_EXTRA = {("lr_schedule", "step"): {"lr_step_size": 1}}  # what the enabling setting itself needs
-# what an algorithm needs beside the enabling setting: FFGG takes a server optimizer in Algorithm 4 only
+# what an algorithm needs beside the enabling setting: FFGG takes a server optimizer in Algorithm 4 only; a
+# linear warm-up's first step size is 0, which q-FedAvg's L = 1/η_t and SCAFFOLD's option II divide by
 ALGORITHM_EXTRA = {
     ("ffgg", "server_optimizer"): {"local_theta_steps": 1},
-    ("ffgg", "server_lr_schedule"): {"local_theta_steps": 1},
+    ("qfedavg", "lr_schedule"): {"lipschitz": 10.0},
+    ("scaffold", "lr_schedule"): {"control": "I"},
 }
 
 

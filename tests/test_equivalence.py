@@ -97,6 +97,7 @@ OPTIMIZER = {  # the shared client optimizer: momentum, weight decay, clipping, 
         "lr_schedule": "cosine",
         "lr_min": 0.01,
     },
+    "linear": {"momentum": 0.9, "clip_norm": 0.5, "lr_schedule": "linear", "lr_warmup": 0.4},
 }
 
 

@@ -4,9 +4,11 @@ claims' statistics, tuning and the config."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from hetfl.algorithms import get_algorithm, registry
 from hetfl.metrics import parse_metric, validation_names
+from hetfl.pipeline.config import build_suite
 
 
 @pytest.mark.parametrize(
@@ -62,3 +64,40 @@ def test_every_metric_an_algorithm_writes_parses_and_has_a_validation_twin_when_
             assert validation_names([name]) == [f"val_{parsed.statistic}_{parsed.model}"]
         else:
             assert validation_names([name]) == []
+
+
+def test_an_algorithm_declares_exactly_what_a_run_of_its_hyperparameters_reports():
+    """``metric_names(hp)`` is what ``evaluate`` reports after a round, for every resume case (every algorithm
+    and its stateful options; the minimax runs on each objective), but the metrics of a reference
+    (``reference_metrics``: reported by a run with ``reference_from`` only)."""
+    from tests.test_checkpoint import CASES
+
+    for case, (name, environment, hp, sampling, make) in CASES.items():
+        cls = get_algorithm(name, environment=environment)
+        parsed = cls.Hyperparameters.from_dict(hp, "t")
+        algorithm = cls(make(), parsed, 3, sampling)
+        algorithm.rounds = 3
+        algorithm.round(1, torch.arange(algorithm.env.num_clients)[: algorithm.clients_per_round])
+        reported = {metric for metric, _ in algorithm.evaluate()[0]}
+        declared = set(cls.metric_names(parsed)) - set(getattr(cls, "reference_metrics", ()))
+        assert reported == declared, case
+
+
+def test_a_fair_minimax_study_without_figures_summarizes_only_what_its_runs_report():
+    """The default summary columns of a study that names no figures come from its runs' declared metrics: a
+    fair-objective minimax run declares no robust-objective metric (it used to declare
+    ``test_acc_at_y_global``, which the aggregate step then refused as unknown)."""
+    study = {
+        "dataset": {"name": "digits"},
+        "partition": {"scheme": "pathological", "clients": 6, "labels_per_client": 2},
+        "model": {"name": "mlr"},
+        "rounds": 2,
+        "seeds": [0],
+        "defaults": {"objective": "fair", "batch_size": 8, "tau_max": 2},
+        "runs": {"local_sgda": {"algorithm": "local_sgda"}, "fed_norm": {"algorithm": "fed_norm_sgda"}},
+    }
+    spec = build_suite({"studies": {"s": study}}).studies["s"]
+    assert spec.table_metrics == ["test_acc_global", "train_loss_global", "train_loss_minimax_global"]
+    assert not {"test_acc_at_y_global", "robust_acc_global", "dist_saddle_global"} & spec.metrics
+    robust = build_suite({"studies": {"s": {**study, "defaults": {"batch_size": 8, "tau_max": 2}}}})
+    assert "test_acc_at_y_global" in robust.studies["s"].table_metrics

@@ -76,6 +76,15 @@ def test_schedules_equal_torch_schedulers():
             {"lr_schedule": "cosine", "lr_min": 0.01},
             lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, 0.01),
         ),
+        (  # Mishchenko et al.'s "global scheduler: linear" (App. E, Table 5), as their code's LambdaLR:
+            # warm-up over 10 % of the rounds from 0, then a linear decay to 0
+            {"lr_schedule": "linear", "lr_warmup": 0.1},
+            lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: s / 1.0 if s < 1.0 else (10 - s) / 9.0),
+        ),
+        (
+            {"lr_schedule": "linear", "lr_warmup": 0.35},  # W = 3.5 rounds: s/3.5, then (10 − s)/6.5
+            lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: s / 3.5 if s < 3.5 else (10 - s) / 6.5),
+        ),
     ):
         o = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.2)
         sched = torch_scheduler(o)
@@ -88,3 +97,5 @@ def test_schedules_equal_torch_schedulers():
     assert scheduled_lr(0.2, 7, hp()) == 0.2
     with pytest.raises(ValueError, match="rounds"):
         scheduled_lr(0.2, 1, hp(lr_schedule="cosine", lr_min=0.0))
+    with pytest.raises(ValueError, match="rounds"):
+        scheduled_lr(0.2, 1, hp(lr_schedule="linear"))

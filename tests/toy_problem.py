@@ -50,7 +50,7 @@ class ToyGD(Algorithm):
         self.x = torch.zeros_like(env.b[0])
 
     @classmethod
-    def metric_names(cls):
+    def metric_names(cls, hp=None):
         return ["dist_sq", "loss"]
 
     def round(self, t, sampled):

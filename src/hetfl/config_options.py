@@ -4,7 +4,7 @@ scheme's (``hetfl.data.partitioners``).
 
 Each is a frozen dataclass of :class:`ConfigOptions` (an ``hetfl.options.Options``): a field's type says
 what it holds (``int``, ``float``, ``bool``, ``str``, ``list``, ``Literal[...]`` for a choice, ``| None``
-for an optional value), and :func:`option` adds its range, a checker of its own (a file path, a list of
+for an optional value), and :func:`option` (``hetfl.options.option``, the hyper-parameters' too) adds its range, a checker of its own (a file path, a list of
 label lists) or the description its errors give. Parsing refuses an unknown option (listing the allowed
 ones), a missing required one (default :data:`REQUIRED`), a wrong type, a number that is not finite (NaN,
 ±inf) and a value out of range, naming the dotted key (and, for a choice, the allowed values). A number
@@ -17,20 +17,18 @@ edits it.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import functools
 import math
 import numbers
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 
 from hetfl.errors import ConfigError
-from hetfl.options import Options, number_from_text
+from hetfl.options import Options, number_from_text, option
 
 
 class _Required:
@@ -40,34 +38,6 @@ class _Required:
 
 REQUIRED: Any = _Required()
 """Default marking an option that must be given."""
-
-
-def option(
-    default: Any = None,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    lo_open: bool = False,
-    hi_open: bool = False,
-    check: Callable[[Any, str], Any] | None = None,
-    expected: str | None = None,
-) -> Any:
-    """A field of a :class:`ConfigOptions` with its default and what a valid value is.
-
-    Args:
-        default: the value when the option is not given (None: absent from a parsed spec);
-            :data:`REQUIRED`: it must be given.
-        lo, hi, lo_open, hi_open: the range of a number (``int`` or ``float`` field): ``lo..hi``, ends
-            closed unless ``*_open``; None: unbounded.
-        check: ``(value, key) -> value``, a checker of the field's own instead of its type and range
-            (raises ``ConfigError(key, ...)``).
-        expected: what a valid value is (``"a positive integer"``): every error about the field then reads
-            ``expected <expected>, got <value>``.
-    """
-    meta = {"lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open, "check": check, "expected": expected}
-    if isinstance(default, list | dict | set):  # a fresh copy for each instance
-        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
 
 
 def check_number(
@@ -251,3 +221,6 @@ class ConfigOptions(Options):
             elif default is not None:
                 out[k] = default
         return out
+
+
+__all__ = ["REQUIRED", "ConfigOptions", "check_number", "option"]

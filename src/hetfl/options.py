@@ -4,14 +4,22 @@ Each algorithm or problem declares a frozen dataclass of its options; ``from_dic
 keys (listing the allowed ones), wrong types, non-finite numbers (NaN, ±inf) and out-of-range values
 before any job runs. A number that YAML 1.1 reads as a string (``5e-2``, without a dot) is taken as
 the number it spells (:func:`number_from_text`).
+
+A field's range is declared with the field, as every option of the config declares it: ``lr: float =
+option(0.005, lo=0, lo_open=True)`` (:func:`option`; ``hetfl.config_options`` uses the same declaration for
+the workflow's settings, datasets, partitions and models). ``check`` is left for what involves several
+fields (``lr_min`` below every scheduled step size, an option that needs another).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 import re
 import typing
+from collections.abc import Callable
 from typing import Any, Literal
 
 from hetfl.errors import ConfigError
@@ -29,6 +37,54 @@ def number_from_text(value: Any) -> Any:
     if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
         return float(value)
     return value
+
+
+def option(
+    default: Any = None,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    check: Callable[[Any, str], Any] | None = None,
+    expected: str | None = None,
+) -> Any:
+    """A field of an :class:`Options` dataclass with its default and what a valid value is.
+
+    Args:
+        default: the value when the option is not given (None: absent from a parsed spec of
+            ``hetfl.config_options``); ``hetfl.config_options.REQUIRED``: it must be given.
+        lo, hi, lo_open, hi_open: the range of a number (an ``int`` or ``float`` value): ``lo..hi``, ends
+            closed unless ``*_open``; None: unbounded. Values of another type (None, a choice's text) are
+            not ranged.
+        check: ``(value, key) -> value``, a checker of the field's own instead of its type and range
+            (``hetfl.config_options.ConfigOptions`` only; raises ``ConfigError(key, ...)``).
+        expected: what a valid value is (``"a positive integer"``): every error about the field then reads
+            ``expected <expected>, got <value>`` (``hetfl.config_options.ConfigOptions`` only).
+    """
+    meta = {"lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open, "check": check, "expected": expected}
+    if isinstance(default, list | dict | set):  # a fresh copy for each instance
+        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def out_of_range(value: Any, meta: Any) -> str | None:
+    """What is wrong with the number ``value`` against the range of a field's metadata ``meta``
+    (:func:`option`): ``"must be > 0"``, ``"must lie in [0, 1)"``; None when it lies in the range or is no
+    number (None, text, a boolean)."""
+    lo, hi = meta.get("lo"), meta.get("hi")
+    lo_open, hi_open = meta.get("lo_open", False), meta.get("hi_open", False)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (lo is None and hi is None):
+        return None
+    below = lo is not None and (value <= lo if lo_open else value < lo)
+    above = hi is not None and (value >= hi if hi_open else value > hi)
+    if not (below or above):
+        return None
+    if hi is None:
+        return f"must be {'>' if lo_open else '≥'} {lo:g}"
+    if lo is None:
+        return f"must be {'<' if hi_open else '≤'} {hi:g}"
+    return f"must lie in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
 
 
 def _accepts_float(tp: Any) -> bool:
@@ -104,22 +160,29 @@ class Options:
                 raise ConfigError(f"{key}.{name}", f"must be a finite number, got {value!r}")
         coerced = {n: float(v) if hints[n] is float else v for n, v in values.items()}
         hp = cls(**coerced)
+        for field in dataclasses.fields(cls):  # the declared ranges (option(lo=, hi=)), in field order
+            value = getattr(hp, field.name)
+            problem = out_of_range(value, cls.declared_range(field.name))
+            if problem is not None:
+                raise ConfigError(f"{key}.{field.name}", f"{problem}, got {value}")
         hp.check(key)
         return hp
 
+    @classmethod
+    def declared_range(cls, name: str) -> Any:
+        """The metadata of option ``name``'s range: from the nearest class of the MRO that declares one with
+        :func:`option`, so that a subclass that only changes an option's default (``lr: float = 0.05``) keeps
+        its base's range; empty when none does."""
+        for klass in cls.__mro__:
+            field = getattr(klass, "__dataclass_fields__", {}).get(name)
+            if name in vars(klass).get("__annotations__", {}) and field is not None:
+                if field.metadata.get("lo") is not None or field.metadata.get("hi") is not None:
+                    return field.metadata
+        return {}
+
     def check(self, key: str) -> None:
-        """Range checks; raise ``ConfigError(f"{key}.<field>", ...)``."""
+        """Checks across fields (the ranges of single fields are declared with :func:`option`); raise
+        ``ConfigError(f"{key}.<field>", ...)``."""
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    def _positive(self, key: str, *names: str, allow_zero: bool = False) -> None:
-        """Each named option (unless None) is > 0 (``allow_zero``: ≥ 0); NaN fails too.
-
-        Raises:
-            ConfigError: naming ``{key}.<option>``.
-        """
-        for name in names:
-            value = getattr(self, name)
-            if value is not None and not (value >= 0 if allow_zero else value > 0):
-                raise ConfigError(f"{key}.{name}", f"must be {'≥' if allow_zero else '>'} 0, got {value}")

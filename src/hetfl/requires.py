@@ -35,12 +35,11 @@ REQUIRES: dict[str, Requires] = {
     "server_momentum": Requires("server_optimizer", ("avgm", *_ADAPTIVE)),
     "server_beta2": Requires("server_optimizer", ("adam", "yogi")),
     "server_eps": Requires("server_optimizer", _ADAPTIVE),
-    # the server step size's schedule (hetfl.engine.server.scheduled_server_lr): the warm-up is linear's
-    "server_warmup": Requires("server_lr_schedule", ("linear",)),
     # the client optimizer's schedule (hetfl.engine.optim.scheduled_lr)
     "lr_step_size": Requires("lr_schedule", ("step",)),
     "lr_gamma": Requires("lr_schedule", ("step",)),
     "lr_min": Requires("lr_schedule", ("cosine",)),
+    "lr_warmup": Requires("lr_schedule", ("linear",)),
     # unequal local steps (hetfl.engine.local_steps)
     "local_steps_min": Requires("local_steps_per_client", ("spread", "uniform")),
     # Per-FedAvg's Hessian-free variant: the finite-difference step δ

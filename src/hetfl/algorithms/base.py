@@ -81,8 +81,10 @@ class Algorithm(ABC):
 
     @classmethod
     @abstractmethod
-    def metric_names(cls) -> list[str]:
-        """Every metric name ``evaluate`` may report (validated against figures and claims).
+    def metric_names(cls, hp: Options | None = None) -> list[str]:
+        """Every metric name ``evaluate`` may report for a run of hyper-parameters ``hp`` (None: for any run),
+        validated against figures and claims; a study's default summary columns come from them, so a name
+        listed for ``hp`` must be one its runs report.
 
         On a regression dataset the accuracy metrics (``*_acc_*``) are dropped by the config.
         """
@@ -140,7 +142,7 @@ class FederatedAlgorithm(Algorithm):
         and an algorithm's own (q-FedAvg's F_k(w_t): ``self.evaluator.client_scores(w, sampled)``)."""
 
     @classmethod
-    def metric_names(cls) -> list[str]:
+    def metric_names(cls, hp: Options | None = None) -> list[str]:
         return metric_names(cls.models)
 
     @classmethod

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Literal
 
 from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 
 Hyperparameters = Options  # an algorithm's typed hyper-parameters
 
@@ -28,20 +28,24 @@ class ClientOptimization(Hyperparameters):
     clipping; > 0: each client's gradient scaled to L2 norm at most ``clip_norm``, the norm over the
     parameters the step updates), ``lr_schedule`` (``constant``; ``step``: η·lr_gamma^⌊(t − 1)/lr_step_size⌋,
     as ``StepLR``; ``cosine``: lr_min + (η − lr_min)(1 + cos(π(t − 1)/T))/2 over the run's T rounds, as
-    ``CosineAnnealingLR(T_max=T)``; both stepped once per round), ``lr_step_size`` (null; rounds per decay:
-    required by ``step``, refused otherwise), ``lr_gamma`` (0.1; in (0, 1]), ``lr_min`` (0; ≥ 0 and below
-    every scheduled step size).
+    ``CosineAnnealingLR(T_max=T)``; ``linear``: a linear warm-up over the first ``lr_warmup`` share of the T
+    rounds, then a linear decay to 0, the "global scheduler: linear, warm-up 10 % of rounds" of FFGG's GLDv2 and
+    StackOverflow protocols (Mishchenko et al., App. E, Table 5; their code multiplies the clients' step size of
+    round t by it); all stepped once per round), ``lr_step_size`` (null; rounds per decay: required by ``step``,
+    refused otherwise), ``lr_gamma`` (0.1; in (0, 1]), ``lr_min`` (0; ≥ 0 and below every scheduled step size),
+    ``lr_warmup`` (0.1; in [0, 1); ``linear`` only).
 
     Which step sizes the schedule scales is the algorithm's (:meth:`step_sizes`; ``lr`` by default).
     """
 
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    clip_norm: float | None = None
-    lr_schedule: Literal["constant", "step", "cosine"] = "constant"
-    lr_step_size: int | None = None
-    lr_gamma: float = 0.1
-    lr_min: float = 0.0
+    momentum: float = option(0.0, lo=0, hi=1, hi_open=True)
+    weight_decay: float = option(0.0, lo=0)
+    clip_norm: float | None = option(None, lo=0, lo_open=True)
+    lr_schedule: Literal["constant", "step", "cosine", "linear"] = "constant"
+    lr_step_size: int | None = option(None, lo=0, lo_open=True)
+    lr_gamma: float = option(0.1, lo=0, lo_open=True, hi=1)
+    lr_min: float = option(0.0, lo=0)
+    lr_warmup: float = option(0.1, lo=0, hi=1, hi_open=True)
 
     def step_sizes(self) -> tuple[str, ...]:
         """The names of the step sizes the schedule scales (each from its own value, as the param groups
@@ -49,18 +53,14 @@ class ClientOptimization(Hyperparameters):
         return ("lr",)
 
     def check(self, key: str) -> None:
-        """Range checks of the optimizer's options.
+        """Checks across the optimizer's options (each option's range is declared with it: ``option(lo=, hi=)``,
+        checked by ``hetfl.options.Options.from_dict``).
 
         Raises:
-            ConfigError: momentum outside [0, 1), weight_decay < 0, clip_norm ≤ 0, ``step`` without
-                ``lr_step_size`` or ``lr_step_size`` without ``step``, lr_step_size ≤ 0, lr_gamma outside
-                (0, 1], lr_min < 0 or not below a scheduled step size.
+            ConfigError: ``step`` without ``lr_step_size`` or ``lr_step_size`` without ``step``, lr_min not
+                below a scheduled step size.
         """
         super().check(key)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"{key}.momentum", f"must lie in [0, 1), got {self.momentum}")
-        self._positive(key, "weight_decay", "lr_min", allow_zero=True)
-        self._positive(key, "clip_norm", "lr_step_size")
         if self.lr_schedule == "step" and self.lr_step_size is None:
             raise ConfigError(
                 f"{key}.lr_step_size", "lr_schedule: step needs lr_step_size (rounds per decay)"
@@ -70,8 +70,6 @@ class ClientOptimization(Hyperparameters):
                 f"{key}.lr_step_size",
                 f"only taken with lr_schedule: step (the schedule is {self.lr_schedule})",
             )
-        if not 0.0 < self.lr_gamma <= 1.0:
-            raise ConfigError(f"{key}.lr_gamma", f"must lie in (0, 1], got {self.lr_gamma}")
         for name in self.step_sizes():
             lr = getattr(self, name)
             if lr is not None and lr > 0 and self.lr_min >= lr:
@@ -87,13 +85,9 @@ class LocalTraining(ClientOptimization):
     """Local SGD: learning rate η (``lr``), local steps τ per round (``local_steps``), minibatch |D|
     (``batch_size``), through the shared client optimizer (``ClientOptimization``)."""
 
-    lr: float = 0.005
-    local_steps: int = 20
-    batch_size: int = 20
-
-    def check(self, key: str) -> None:
-        self._positive(key, "lr", "local_steps", "batch_size")
-        super().check(key)
+    lr: float = option(0.005, lo=0, lo_open=True)
+    local_steps: int = option(20, lo=0, lo_open=True)
+    batch_size: int = option(20, lo=0, lo_open=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,12 +98,8 @@ class Federated(LocalTraining):
     n_i / Σ_{j∈S} n_j (train-sample counts).
     """
 
-    clients_per_round: int | None = None
+    clients_per_round: int | None = option(None, lo=0, lo_open=True)
     client_weights: Literal["uniform", "samples"] = "uniform"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "clients_per_round")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +111,12 @@ class HeterogeneousSteps(Options):
     (``steps``; ``epochs``: the count is in passes over the client's data, ⌈n_i/B⌉ steps each)."""
 
     local_steps_per_client: Literal["equal", "spread", "uniform"] = "equal"
-    local_steps_min: int = 1
+    local_steps_min: int = option(1, lo=0, lo_open=True)
     local_steps_unit: Literal["steps", "epochs"] = "steps"
 
     def check(self, key: str) -> None:
-        """Raises: ConfigError: ``local_steps_min`` < 1, or above ``local_steps`` where it is used."""
+        """Raises: ConfigError: ``local_steps_min`` above ``local_steps`` where it is used."""
         super().check(key)
-        self._positive(key, "local_steps_min")
         tau = getattr(self, "local_steps", None)
         if self.local_steps_per_client != "equal" and tau is not None and self.local_steps_min > tau:
             raise ConfigError(
@@ -140,27 +129,13 @@ class ServerOptimization(Options):
     """The server optimizer (``hetfl.engine.server``; Reddi et al., ICLR 2021, Algorithms 1-2):
     ``server_optimizer`` (``sgd``, the default; ``avgm`` FedAvgM; ``adagrad``, ``adam``, ``yogi``: FedAdagrad,
     FedAdam, FedYogi), ``server_lr`` η (1: with ``sgd``, the plain average), ``server_momentum`` β1 (0.9;
-    [0, 1)), ``server_beta2`` β2 (0.99; [0, 1)), ``server_eps`` τ (1e-3; > 0), ``server_lr_schedule``
-    (``constant``, the default; ``linear``: warm-up over the first ``server_warmup`` share of the rounds, then a
-    linear decay to 0, ``hetfl.engine.server.scheduled_server_lr``; Mishchenko et al. 2023, App. E, Table 5),
-    ``server_warmup`` (0.1, the paper's 10 % of rounds; [0, 1); read by ``linear`` only)."""
+    [0, 1)), ``server_beta2`` β2 (0.99; [0, 1)), ``server_eps`` τ (1e-3; > 0)."""
 
     server_optimizer: Literal["sgd", "avgm", "adagrad", "adam", "yogi"] = "sgd"
-    server_lr: float = 1.0
-    server_momentum: float = 0.9
-    server_beta2: float = 0.99
-    server_eps: float = 1e-3
-    server_lr_schedule: Literal["constant", "linear"] = "constant"
-    server_warmup: float = 0.1
-
-    def check(self, key: str) -> None:
-        """Raises: ConfigError: ``server_lr`` or ``server_eps`` ≤ 0, β1, β2 or ``server_warmup`` outside [0, 1)."""
-        super().check(key)
-        self._positive(key, "server_lr", "server_eps")
-        for name in ("server_momentum", "server_beta2", "server_warmup"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ConfigError(f"{key}.{name}", f"must lie in [0, 1), got {value}")
+    server_lr: float = option(1.0, lo=0, lo_open=True)
+    server_momentum: float = option(0.9, lo=0, hi=1, hi_open=True)
+    server_beta2: float = option(0.99, lo=0, hi=1, hi_open=True)
+    server_eps: float = option(1e-3, lo=0, lo_open=True)
 
 
 @dataclasses.dataclass(frozen=True)

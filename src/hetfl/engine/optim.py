@@ -38,16 +38,25 @@ def scheduled_lr(lr: float, t: int, hp: Any, rounds: int | None = None) -> float
         hp: hyper-parameters with ``lr_schedule`` and its options (absent: constant).
         rounds: T, the run's rounds (the cosine schedule needs it).
 
+    ``linear`` is the "global scheduler" of Mishchenko et al.'s protocols (App. E, Table 5; their code's
+    factor of round s = t − 1, 0-based): s / max(1, W) while s < W = ``lr_warmup`` T, then
+    max(0, (T − s) / max(1, T − W)); the first round's step size is 0.
+
     Raises:
-        ValueError: a cosine schedule without ``rounds``.
+        ValueError: a cosine or linear schedule without ``rounds``.
     """
     schedule = getattr(hp, "lr_schedule", "constant")
     if schedule == "step":
         return lr * hp.lr_gamma ** ((t - 1) // hp.lr_step_size)
+    if schedule in ("cosine", "linear") and not rounds:
+        raise ValueError(f"the {schedule} learning-rate schedule needs the run's number of rounds")
     if schedule == "cosine":
-        if not rounds:
-            raise ValueError("the cosine learning-rate schedule needs the run's number of rounds")
         return hp.lr_min + (lr - hp.lr_min) * (1.0 + math.cos(math.pi * (t - 1) / rounds)) / 2.0
+    if schedule == "linear":
+        step, warmup = t - 1, hp.lr_warmup * rounds
+        if step < warmup:
+            return lr * (step / max(1.0, warmup))
+        return lr * max(0.0, (rounds - step) / max(1.0, rounds - warmup))
     return lr
 
 

@@ -20,12 +20,6 @@ m_{−1} = 0 and v_{−1} = τ² (Algorithm 2 asks v_{−1} ≥ τ²; as printed
 ``sgd`` with η = 1 is x̄_t itself: the plain average, returned as is (bit for bit the code before the
 server optimizer existed).
 
-The server step size η_t of round t follows ``server_lr_schedule``: ``constant`` (η, the default) or ``linear``
-(:func:`scheduled_server_lr`): a linear warm-up over the first ``server_warmup`` share of the run's T rounds,
-then a linear decay to 0, the "global scheduler: linear, warm-up 10 % of rounds" of Mishchenko et al. ("Partially
-personalized federated learning: breaking the curse of data heterogeneity", 2023, App. E, Table 5: StackOverflow
-and GLDv2), as its code's ``LambdaLR`` factor of step s = t − 1: s / max(1, W) while s < W = ``server_warmup`` T,
-then max(0, (T − s) / max(1, T − W)); the first round's factor is 0.
 """
 
 from __future__ import annotations
@@ -39,36 +33,10 @@ from hetfl.engine.params import Params
 SERVER_OPTIMIZERS = ("sgd", "avgm", "adagrad", "adam", "yogi")
 
 
-SERVER_LR_SCHEDULES = ("constant", "linear")
-
-
 def is_plain_average(hp: Any) -> bool:
     """True when the server step is the plain average: ``server_optimizer`` ``sgd`` (or absent) with
-    ``server_lr`` 1 (or absent) at a ``constant`` step size (or no ``server_lr_schedule``)."""
-    return (
-        getattr(hp, "server_optimizer", "sgd") == "sgd"
-        and getattr(hp, "server_lr", 1.0) == 1.0
-        and getattr(hp, "server_lr_schedule", "constant") == "constant"
-    )
-
-
-def scheduled_server_lr(hp: Any, t: int, rounds: int | None) -> float:
-    """η_t, the server step size of round ``t`` (1-based) under ``hp``'s ``server_lr_schedule`` (absent:
-    constant ``server_lr``, absent: 1); ``linear``: the warm-up and decay of the module's docstring over
-    ``rounds`` (T).
-
-    Raises:
-        ValueError: a ``linear`` schedule without ``rounds``.
-    """
-    lr = float(getattr(hp, "server_lr", 1.0))
-    if getattr(hp, "server_lr_schedule", "constant") == "constant":
-        return lr
-    if not rounds:
-        raise ValueError("the linear server learning-rate schedule needs the run's number of rounds")
-    step, warmup = t - 1, hp.server_warmup * rounds
-    if step < warmup:
-        return lr * step / max(1.0, warmup)
-    return lr * max(0.0, (rounds - step) / max(1.0, rounds - warmup))
+    ``server_lr`` 1 (or absent)."""
+    return getattr(hp, "server_optimizer", "sgd") == "sgd" and getattr(hp, "server_lr", 1.0) == 1.0
 
 
 class ServerOptimizer:
@@ -77,9 +45,8 @@ class ServerOptimizer:
 
     Args:
         hp: hyper-parameters with ``server_optimizer`` (one of ``SERVER_OPTIMIZERS``), ``server_lr`` η,
-            ``server_momentum`` β1, ``server_beta2`` β2, ``server_eps`` τ, ``server_lr_schedule`` and
-            ``server_warmup`` (absent: sgd, 1, 0.9, 0.99, 1e-3, constant; the options of
-            ``hetfl.algorithms.hyperparameters.ServerOptimization``).
+            ``server_momentum`` β1, ``server_beta2`` β2, ``server_eps`` τ (absent: sgd, 1, 0.9, 0.99, 1e-3; the
+            options of ``hetfl.algorithms.hyperparameters.ServerOptimization``).
 
     The state is part of the algorithm's (checkpoints): an algorithm keeps its server optimizer as an
     attribute, built once with its hyper-parameters.
@@ -89,13 +56,13 @@ class ServerOptimizer:
     """
 
     def __init__(self, hp: Any):
-        self.hp = hp
         self.plain = is_plain_average(hp)
         self.kind = getattr(hp, "server_optimizer", "sgd")
         if self.kind not in SERVER_OPTIMIZERS:
             raise ValueError(
                 f"unknown server optimizer '{self.kind}'; allowed: {', '.join(SERVER_OPTIMIZERS)}"
             )
+        self.lr = float(getattr(hp, "server_lr", 1.0))
         self.beta1 = float(getattr(hp, "server_momentum", 0.9))
         self.beta2 = float(getattr(hp, "server_beta2", 0.99))
         self.eps = float(getattr(hp, "server_eps", 1e-3))
@@ -109,20 +76,15 @@ class ServerOptimizer:
         self.v = {k: torch.full_like(v, self.eps**2) for k, v in template.items()} if adaptive else None
 
     @torch.no_grad()
-    def step(self, x: Params, aggregate: Params, t: int, rounds: int | None) -> Params:
+    def step(self, x: Params, aggregate: Params) -> Params:
         """x_{t+1} from the server model ``x [1, ...]`` and the clients' aggregate ``aggregate [1, ...]``
-        (x̄_t; Δ_t = x̄_t − x_t) in round ``t`` (1-based) of ``rounds`` (T, for a ``linear`` schedule; None
-        without one); updates the state, returns new tensors (``x`` is not modified). The plain average
-        (``sgd``, η = 1, constant: :func:`is_plain_average`) is ``aggregate`` itself, bit for bit.
-
-        Raises:
-            ValueError: a ``linear`` schedule without ``rounds``.
-        """
+        (x̄_t; Δ_t = x̄_t − x_t); updates the state, returns new tensors (``x`` is not modified). The plain
+        average (``sgd``, η = 1: :func:`is_plain_average`) is ``aggregate`` itself, bit for bit."""
         if self.plain:
             return aggregate
         if self.m is None and self.v is None:
             self._init_state(x)
-        lr = scheduled_server_lr(self.hp, t, rounds)
+        lr = self.lr
         out = {}
         for k, w in x.items():
             delta = aggregate[k] - w  # Δ_t, the pseudo-gradient (a descent direction)

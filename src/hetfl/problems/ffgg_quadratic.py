@@ -54,7 +54,7 @@ from torch import Tensor
 
 from hetfl.errors import ConfigError
 from hetfl.models.linalg import bmm
-from hetfl.options import Options
+from hetfl.options import Options, option
 from hetfl.problems.base import Problem
 
 
@@ -68,22 +68,20 @@ class FFGGQuadraticOptions(Options):
     (1e-3), ``noise_quirk`` (false), ``seed`` (42; null = the run seed).
     """
 
-    num_clients: int = 32
-    n: int = 10000
-    d_theta: int = 100
-    d_w: int = 50
+    num_clients: int = option(32, lo=0, lo_open=True)
+    n: int = option(10000, lo=0, lo_open=True)
+    d_theta: int = option(100, lo=0, lo_open=True)
+    d_w: int = option(50, lo=0, lo_open=True)
     matrices: Literal["independent", "zeta"] = "independent"
-    zeta: float = 0.0
-    zeta_H: float | None = None
+    zeta: float = option(0.0, lo=0)
+    zeta_H: float | None = option(None, lo=0)
     zeta_norm: Literal["fro", "spectral"] = "fro"
     targets: Literal["per_client", "shared", "overpersonalized"] = "per_client"
-    noise: float = 1e-3
+    noise: float = option(1e-3, lo=0)
     noise_quirk: bool = False
-    seed: int | None = 42
+    seed: int | None = option(42, lo=0)
 
     def check(self, key: str) -> None:
-        self._positive(key, "num_clients", "n", "d_theta", "d_w")
-        self._positive(key, "zeta", "zeta_H", "noise", "seed", allow_zero=True)
         if self.n < self.d_w:
             raise ConfigError(f"{key}.n", f"n = {self.n} < d_w = {self.d_w}: B_mᵀB_m would be singular")
         if self.targets == "overpersonalized" and self.noise != 0:

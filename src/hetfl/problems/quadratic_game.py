@@ -26,7 +26,7 @@ from torch import Tensor
 
 from hetfl.engine.rng import generator
 from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 from hetfl.problems.base import Problem
 
 
@@ -38,22 +38,20 @@ class QuadraticGameOptions(Options):
     ``weights`` p_i (``uniform`` | ``lognormal``: p_i ∝ exp(z_i), z_i ~ N(0, 1)), ``init_scale``
     (x^(0) = y^(0) = init_scale · 1; 0), ``seed`` (null: the run seed draws the instance)."""
 
-    num_clients: int = 15
-    dim_x: int = 5
-    dim_y: int = 5
+    num_clients: int = option(15, lo=0, lo_open=True)
+    dim_x: int = option(5, lo=0, lo_open=True)
+    dim_y: int = option(5, lo=0, lo_open=True)
     instance: Literal["random", "figure1"] = "random"
-    mu: float = 0.5
+    mu: float = option(0.5, lo=0, lo_open=True)
     smoothness: float = 2.0
-    coupling: float = 1.0
-    heterogeneity: float = 1.0
-    noise: float = 0.0
+    coupling: float = option(1.0, lo=0)
+    heterogeneity: float = option(1.0, lo=0)
+    noise: float = option(0.0, lo=0)
     weights: Literal["uniform", "lognormal"] = "uniform"
     init_scale: float = 0.0
-    seed: int | None = None
+    seed: int | None = option(None, lo=0)
 
     def check(self, key: str) -> None:
-        self._positive(key, "num_clients", "dim_x", "dim_y", "mu")
-        self._positive(key, "coupling", "heterogeneity", "noise", "seed", allow_zero=True)
         if self.smoothness < self.mu:
             raise ConfigError(f"{key}.smoothness", f"must be >= mu ({self.mu}), got {self.smoothness}")
         if self.instance == "figure1" and (self.num_clients, self.dim_x, self.dim_y) != (2, 1, 1):

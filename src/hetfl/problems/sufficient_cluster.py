@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from hetfl.options import Options
+from hetfl.options import Options, option
 from hetfl.problems.base import Problem
 
 
@@ -23,14 +23,10 @@ from hetfl.problems.base import Problem
 class SufficientClusterOptions(Options):
     """``num_clients`` N (20), ``dimension`` d (10), ``center_range`` r (5.0), ``seed`` (null = run seed)."""
 
-    num_clients: int = 20
-    dimension: int = 10
-    center_range: float = 5.0
-    seed: int | None = None
-
-    def check(self, key: str) -> None:
-        self._positive(key, "num_clients", "dimension", "center_range")
-        self._positive(key, "seed", allow_zero=True)
+    num_clients: int = option(20, lo=0, lo_open=True)
+    dimension: int = option(10, lo=0, lo_open=True)
+    center_range: float = option(5.0, lo=0, lo_open=True)
+    seed: int | None = option(None, lo=0)
 
 
 class SufficientCluster(Problem):

@@ -103,8 +103,10 @@ def sample_weights(fed: Federation, clients: list[int], rule: str) -> list[float
 
 def round_lrs(hp, lr: float, rounds: int) -> list[float]:
     """The step size ``lr`` of rounds 1..T under ``hp.lr_schedule``, read from PyTorch's own scheduler
-    (``StepLR(lr_step_size, lr_gamma)``, ``CosineAnnealingLR(T_max=T, eta_min=lr_min)``, or none for
-    ``constant``) stepped once per round on a one-parameter ``torch.optim.SGD``.
+    (``StepLR(lr_step_size, lr_gamma)``, ``CosineAnnealingLR(T_max=T, eta_min=lr_min)``, for ``linear`` the
+    ``LambdaLR`` of Mishchenko et al.'s code (``get_fed_global_lr_scheduler``: a linear warm-up over
+    ``lr_warmup`` T rounds, then a linear decay to 0), or none for ``constant``) stepped once per round on a
+    one-parameter ``torch.optim.SGD``.
 
     Args:
         hp: hyper-parameters with the client optimizer's options (absent: constant).
@@ -120,6 +122,15 @@ def round_lrs(hp, lr: float, rounds: int) -> list[float]:
         sched = torch.optim.lr_scheduler.StepLR(opt, hp.lr_step_size, hp.lr_gamma)
     elif schedule == "cosine":
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=rounds, eta_min=hp.lr_min)
+    elif schedule == "linear":
+        warmup = hp.lr_warmup * rounds
+
+        def factor(step: int) -> float:  # the official code's lr_lambda of round step (0-based)
+            if step < warmup:
+                return step / max(1.0, warmup)
+            return max(0.0, (rounds - step) / max(1.0, rounds - warmup))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     out = []
     for _ in range(rounds):
         out.append(opt.param_groups[0]["lr"])

@@ -88,9 +88,7 @@ class FedAvgLike(FederatedAlgorithm):
         for s, local in self.local_chunks(t, clients, steps):  # ClientUpdate(k, w_t) for each k ∈ S_t
             mean.add(s, {k: local[k] for k in keys})
         mean = {**self.w, **mean.result()}  # Σ_k (n_k/m_t) w^k_{t+1}
-        self.w = self.server.step(
-            self.w, mean, t, self.rounds
-        )  # w_{t+1}: the mean, or the server optimizer's
+        self.w = self.server.step(self.w, mean)  # w_{t+1}: the mean, or the server optimizer's
 
     def trained_keys(self) -> list[str] | None:
         """The parameters the clients step and the server averages (None: all; FedBABU: the body, the others

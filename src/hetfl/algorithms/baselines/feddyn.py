@@ -40,6 +40,7 @@ from hetfl.engine.aggregation import aggregation_weights, client_sum
 from hetfl.engine.grad import Correction
 from hetfl.engine.params import Params, select
 from hetfl.engine.state import put
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +48,7 @@ class FedDynHyperparameters(Federated, Aggregation):
     """``Federated``'s, plus ``alpha`` α > 0, the weight of the dynamic regularizer (0.01), and the order of
     the server's sums (``Aggregation``)."""
 
-    alpha: float = 0.01
-
-    def check(self, key: str) -> None:
-        """Raises: ConfigError: ``alpha`` ≤ 0."""
-        super().check(key)
-        self._positive(key, "alpha")
+    alpha: float = option(0.01, lo=0, lo_open=True)
 
 
 class FedDyn(FedAvgLike):

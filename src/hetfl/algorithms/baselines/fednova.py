@@ -77,7 +77,7 @@ class FedNova(FedAvgLike):
         total = moved.result()
         with torch.no_grad():
             target = {k: w + total[k] for k, w in self.w.items()}
-        self.w = self.server.step(self.w, target, t, self.rounds)
+        self.w = self.server.step(self.w, target)
 
 
 def _dot(c: Tensor, x: Tensor) -> Tensor:

@@ -29,18 +29,14 @@ from hetfl.algorithms.baselines.common import FedAvgLike
 from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.engine.grad import Correction
 from hetfl.engine.params import Params
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class FedProxHyperparameters(FedAvgFamily):
     """FedAvg's (``FedAvgFamily``), plus ``mu`` μ ≥ 0, the weight of the proximal term (0.01)."""
 
-    mu: float = 0.01
-
-    def check(self, key: str) -> None:
-        """Raises: ConfigError: ``mu`` < 0."""
-        super().check(key)
-        self._positive(key, "mu", allow_zero=True)
+    mu: float = option(0.01, lo=0)
 
 
 class FedProx(FedAvgLike):

@@ -43,6 +43,7 @@ from hetfl.engine.grad import Correction, full_grads
 from hetfl.engine.optim import scheduled_lr
 from hetfl.engine.params import Params, broadcast, select
 from hetfl.engine.state import put
+from hetfl.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,17 @@ class ScaffoldHyperparameters(FedAvgFamily):
     (default) or ``I`` (Algorithm 1, line 12)."""
 
     control: Literal["I", "II"] = "II"
+
+    def check(self, key: str) -> None:
+        """Raises: ConfigError: ``control: II`` with a ``linear`` schedule that warms up (``lr_warmup`` > 0): its
+        first round's step size is 0 and option II divides by K η_l."""
+        super().check(key)
+        if self.control == "II" and self.lr_schedule == "linear" and self.lr_warmup > 0:
+            raise ConfigError(
+                f"{key}.lr_schedule",
+                "control II divides by K η_l, and a linear warm-up's first step size is 0: use control I or "
+                "lr_warmup: 0",
+            )
 
 
 class Scaffold(FedAvgLike):
@@ -109,7 +121,7 @@ class Scaffold(FedAvgLike):
         with torch.no_grad():
             delta = control.result()
             self.c = {k: c[k] + delta[k] for k in c}  # c ← c + Σ_{i∈S} ω_i Δc_i (line 17)
-        self.w = self.server.step(x, mean.result(), t, self.rounds)  # x ← x + η_g Δx (line 16)
+        self.w = self.server.step(x, mean.result())  # x ← x + η_g Δx (line 16)
 
 
 ALGORITHMS = {"scaffold": Scaffold}

@@ -52,6 +52,7 @@ from hetfl.algorithms.collaborative.common import (
 from hetfl.engine.grad import row_batches
 from hetfl.engine.memory import MemoryProfile
 from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,15 +62,13 @@ class AllForOneHyperparameters(WeightEstimation):
     ``tau`` τ, and the shared training setting (``CollaborativeHyperparameters``)."""
 
     rule: Literal["binary", "continuous"] = "binary"
-    lam: float = 0.0
+    lam: float = option(0.0, lo=0, hi=1)
     weights: Literal["normalized", "theory"] = "normalized"
     client_size: Literal["batch", "samples"] = "batch"
     ratio_numerator: Literal["squared", "norm"] = "squared"
 
     def check(self, key: str) -> None:
         super().check(key)
-        if not 0.0 <= self.lam <= 1.0:
-            raise ConfigError(f"{key}.lam", f"must lie in [0, 1], got {self.lam}")
         if self.lam and self.rule != "binary":
             raise ConfigError(f"{key}.lam", "the threshold λ is only used with rule: binary")
 

@@ -34,23 +34,17 @@ from hetfl.engine.aggregation import aggregate
 from hetfl.engine.grad import drawn_chunks
 from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
-from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class APFLHyperparameters(CollaborativeHyperparameters):
     """``mix_alpha`` α ∈ [0, 1] (0.25), ``adaptive`` (false), ``mix_lr`` η_α (0.01), ``client_weights``."""
 
-    mix_alpha: float = 0.25
+    mix_alpha: float = option(0.25, lo=0, hi=1)
     adaptive: bool = False
-    mix_lr: float = 0.01
+    mix_lr: float = option(0.01, lo=0, lo_open=True)
     client_weights: Literal["uniform", "samples"] = "uniform"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        if not 0.0 <= self.mix_alpha <= 1.0:
-            raise ConfigError(f"{key}.mix_alpha", f"must lie in [0, 1], got {self.mix_alpha}")
-        self._positive(key, "mix_lr")
 
 
 class APFL(CollaborativeAlgorithm):

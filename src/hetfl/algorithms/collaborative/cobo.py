@@ -53,7 +53,7 @@ from hetfl.engine.grad import drawn_grads, gather_batch
 from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
-from hetfl.errors import ConfigError
+from hetfl.options import option
 
 CODE_SWITCH = 800
 """Weight updates after which the authors' code samples each pair with probability 1/√s instead of 2/N."""
@@ -65,19 +65,11 @@ class CoBoHyperparameters(CollaborativeHyperparameters):
     2/N, then 1/√s past 800 updates; a number in (0, 1]: fixed), ``pair_batch`` (samples of each midpoint
     batch; null: ``batch_size``), ``pair_every`` (iterations between weight updates, 1)."""
 
-    gamma_c: float = 0.01
-    rho: float | None = None
-    pair_probability: float | None = None
-    pair_batch: int | None = None
-    pair_every: int = 1
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "gamma_c", "rho", allow_zero=True)
-        self._positive(key, "pair_batch", "pair_every")
-        p = self.pair_probability
-        if p is not None and not 0.0 < p <= 1.0:
-            raise ConfigError(f"{key}.pair_probability", f"must lie in (0, 1] or be null, got {p}")
+    gamma_c: float = option(0.01, lo=0)
+    rho: float | None = option(None, lo=0)
+    pair_probability: float | None = option(None, lo=0, lo_open=True, hi=1)
+    pair_batch: int | None = option(None, lo=0, lo_open=True)
+    pair_every: int = option(1, lo=0, lo_open=True)
 
 
 def pair_probability(hp: CoBoHyperparameters, n: int, updates: int) -> float:

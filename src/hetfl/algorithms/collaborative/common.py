@@ -38,6 +38,7 @@ from hetfl.engine.sampler import BatchSampler
 from hetfl.errors import ConfigError
 from hetfl.models import BatchedModel
 from hetfl.models.base import sample_losses
+from hetfl.options import option
 
 BUDGET = 1 << 22
 """Elements of the largest activation one batched forward may create (sets chunk sizes)."""
@@ -70,15 +71,12 @@ class WeightEstimation(CollaborativeHyperparameters):
     I + 1/2⌋): the paper's τ/I kept where a stand-in has fewer iterations per epoch, e.g. MNIST's 50/175, Philippenko
     et al. 2025, Table S1)."""
 
-    b_alpha: int = 1
-    tau: int | Literal["round"] = 1
-    tau_epochs: float | None = None
+    b_alpha: int = option(1, lo=0, lo_open=True)
+    tau: int | Literal["round"] = option(1, lo=0, lo_open=True)
+    tau_epochs: float | None = option(None, lo=0, lo_open=True)
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "b_alpha", "tau_epochs")
-        if self.tau != "round":
-            self._positive(key, "tau")
         if self.tau_epochs is not None and self.tau != 1:
             raise ConfigError(f"{key}.tau_epochs", f"replaces tau: leave tau out (got tau: {self.tau})")
 
@@ -272,8 +270,8 @@ class CollaborativeAlgorithm(FederatedAlgorithm):
         self._recorded: dict[str, list] = {"alpha": [], "ratio": [], "alpha_round": [], "alpha_iteration": []}
 
     @classmethod
-    def metric_names(cls) -> list[str]:
-        return super().metric_names() + list(LOG_METRICS) + (list(WEIGHT_METRICS) if cls.weighted else [])
+    def metric_names(cls, hp=None) -> list[str]:
+        return super().metric_names(hp) + list(LOG_METRICS) + (list(WEIGHT_METRICS) if cls.weighted else [])
 
     def round(self, t: int, sampled: Tensor) -> None:
         """I iterations of every client (the paper's epoch; ``sampled`` is ignored: all clients take part)."""

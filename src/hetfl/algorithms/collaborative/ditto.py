@@ -33,18 +33,15 @@ from hetfl.engine.aggregation import aggregate
 from hetfl.engine.grad import drawn_chunks
 from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class DittoHyperparameters(CollaborativeHyperparameters):
     """``lam`` λ ≥ 0 (1.0), ``client_weights`` (uniform | samples) and the shared setting."""
 
-    lam: float = 1.0
+    lam: float = option(1.0, lo=0)
     client_weights: Literal["uniform", "samples"] = "uniform"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lam", allow_zero=True)
 
 
 class Ditto(CollaborativeAlgorithm):

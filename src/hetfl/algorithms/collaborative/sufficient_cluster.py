@@ -22,8 +22,7 @@ from typing import Literal
 import torch
 
 from hetfl.algorithms.base import Algorithm
-from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,18 +30,12 @@ class SufficientClusterSizeHyperparameters(Options):
     """``v`` (heterogeneity: ξ_i ~ N(0, v² I)), ``client`` i (0: the paper's client 1), ``lam`` λ ∈ [0, 1],
     ``b_form`` (squared | linear), ``log10_eps_start`` (−5), ``log10_eps_step`` (1)."""
 
-    v: float = 1.0
-    client: int = 0
-    lam: float = 0.0
+    v: float = option(1.0, lo=0, lo_open=True)
+    client: int = option(0, lo=0)
+    lam: float = option(0.0, lo=0, hi=1)
     b_form: Literal["squared", "linear"] = "squared"
     log10_eps_start: float = -5.0
-    log10_eps_step: float = 1.0
-
-    def check(self, key: str) -> None:
-        self._positive(key, "v", "log10_eps_step")
-        self._positive(key, "client", allow_zero=True)
-        if not 0.0 <= self.lam <= 1.0:
-            raise ConfigError(f"{key}.lam", f"must lie in [0, 1], got {self.lam}")
+    log10_eps_step: float = option(1.0, lo=0, lo_open=True)
 
 
 def sufficient_cluster(
@@ -69,7 +62,7 @@ class SufficientClusterSize(Algorithm):
         self.t = 0
 
     @classmethod
-    def metric_names(cls) -> list[str]:
+    def metric_names(cls, hp=None) -> list[str]:
         return ["log10_eps", "cluster_size", "mean_cluster_size"]
 
     def round(self, t, sampled) -> None:

@@ -39,21 +39,15 @@ from hetfl.engine.grad import client_grads, gather_chunks
 from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params
 from hetfl.engine.rng import generator
-from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class WGABCHyperparameters(CollaborativeHyperparameters):
     """``weight`` w of each other client (null = 1/N), ``beta`` β ∈ (0, 1] (0.1), and the shared setting."""
 
-    weight: float | None = None
-    beta: float = 0.1
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "weight", allow_zero=True)
-        if not 0.0 < self.beta <= 1.0:
-            raise ConfigError(f"{key}.beta", f"must lie in (0, 1], got {self.beta}")
+    weight: float | None = option(None, lo=0)
+    beta: float = option(0.1, lo=0, lo_open=True, hi=1)
 
 
 class WGABC(CollaborativeAlgorithm):

@@ -44,6 +44,7 @@ from hetfl.algorithms.hyperparameters import FedAvgFamily
 from hetfl.engine.aggregation import client_sum
 from hetfl.engine.optim import scheduled_lr
 from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,15 +52,20 @@ class QFedAvgHyperparameters(FedAvgFamily):
     """FedAvg's (``FedAvgFamily``), plus ``q`` ≥ 0 (1; 0: FedAvg), ``lipschitz`` L > 0 (null: 1/η_t, the
     official code's) and ``loss_offset`` ≥ 0 added to F_k before its powers (0; the code: 1e-10)."""
 
-    q: float = 1.0
-    lipschitz: float | None = None
-    loss_offset: float = 0.0
+    q: float = option(1.0, lo=0)
+    lipschitz: float | None = option(None, lo=0, lo_open=True)
+    loss_offset: float = option(0.0, lo=0)
 
     def check(self, key: str) -> None:
-        """Raises: ConfigError: ``q`` or ``loss_offset`` < 0, ``lipschitz`` ≤ 0, ``client_weights: samples``."""
+        """Raises: ConfigError: ``client_weights: samples``; ``lipschitz: null`` (L = 1/η_t) with a ``linear``
+        schedule that warms up (``lr_warmup`` > 0), whose first step size is 0."""
         super().check(key)
-        self._positive(key, "q", "loss_offset", allow_zero=True)
-        self._positive(key, "lipschitz")
+        if self.lipschitz is None and self.lr_schedule == "linear" and self.lr_warmup > 0:
+            raise ConfigError(
+                f"{key}.lr_schedule",
+                "L = 1/η_t (lipschitz: null) is infinite in the first round of a linear warm-up, whose step size "
+                "is 0: set lipschitz, or lr_warmup: 0",
+            )
         if self.client_weights != "uniform":
             raise ConfigError(
                 f"{key}.client_weights", "q-FedAvg's server step Σ Δ_k / Σ h_k takes no client weights"
@@ -92,7 +98,7 @@ class QFedAvg(FedAvgLike):
             h[s] = slope[s] * norm2 + lipschitz * weight[s]
             deltas.add(s, dw)
         step, total = deltas.result(), float(h.sum())
-        self.w = self.server.step(self.w, {k: w - step[k] / total for k, w in self.w.items()}, t, self.rounds)
+        self.w = self.server.step(self.w, {k: w - step[k] / total for k, w in self.w.items()})
 
 
 ALGORITHMS = {"qfedavg": QFedAvg}

@@ -29,7 +29,7 @@ from hetfl.algorithms.minimax.local_work import LocalWork, a_l1
 from hetfl.algorithms.minimax.schedules import TABLE3_MILESTONES, step_lr
 from hetfl.engine.params import Params, all_finite, broadcast, clone
 from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,24 +43,21 @@ class SGDAHyperparameters(Options):
     heavy-ball (0; 0.9 for the "(M)" baselines).
     """
 
-    lr_x: float = 0.016
-    lr_y: float = 0.02
+    lr_x: float = option(0.016, lo=0, lo_open=True)
+    lr_y: float = option(0.02, lo=0, lo_open=True)
     lr_milestones: list | None = None
-    lr_decay: float = 0.1
-    clients_per_round: int | None = None
-    tau_min: int = 2
+    lr_decay: float = option(0.1, lo=0, lo_open=True)
+    clients_per_round: int | None = option(None, lo=0, lo_open=True)
+    tau_min: int = option(2, lo=0, lo_open=True)
     tau_max: int = 5
     tau_draw: Literal["uniform", "spread"] = "uniform"
     tau_redraw: Literal["round", "fixed"] = "round"
-    momentum: float = 0.0
+    momentum: float = option(0.0, lo=0, hi=1, hi_open=True)
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "lr_x", "lr_y", "lr_decay", "clients_per_round", "tau_min")
         if self.tau_max < self.tau_min:
             raise ConfigError(f"{key}.tau_max", f"must be >= tau_min ({self.tau_min}), got {self.tau_max}")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"{key}.momentum", f"must lie in [0, 1), got {self.momentum}")
         m = self.lr_milestones
         if m is not None and not (
             all(type(v) is int and v > 0 for v in m) and all(a < b for a, b in zip(m, m[1:], strict=False))
@@ -78,12 +75,8 @@ class Normalized(Options):
     §2.4, D1) and ``tau_eff``: ``exact`` Σ_{j=1}^n p_j‖ā_j‖₁ over all n clients' τ of this round (default;
     §2.4, D2), ``expected`` Σ_j p_j E‖ā_j‖₁, or ``participants`` Σ_{i∈C} w̃_i‖ā_i‖₁ (unbiased estimate)."""
 
-    server_lr: float = 1.0
+    server_lr: float = option(1.0, lo=0, lo_open=True)
     tau_eff: Literal["exact", "expected", "participants"] = "exact"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "server_lr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +84,7 @@ class Snapshot(Options):
     """The "+" variants: ``snapshot_period`` S, rounds between refreshes of x̂ (1; docs/papers/fedminimax.md
     §4.6)."""
 
-    snapshot_period: int = 1
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "snapshot_period")
+    snapshot_period: int = option(1, lo=0, lo_open=True)
 
 
 class GeneralizedSGDA:

@@ -27,6 +27,7 @@ from hetfl.engine.grad import row_batches
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
 from hetfl.metrics import metric_names
+from hetfl.options import option
 
 RUN_METRICS = ("tau_eff", "client_steps", "rounds_to_target")
 DISTANCE_METRICS = ("dist_saddle_global", "dist_surrogate_global")
@@ -60,22 +61,20 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
     (μ/2)‖x‖² added to every f_i, so that with a linear model F is strongly convex in x and its saddle point
     unique, ``hetfl.algorithms.minimax.saddle``)."""
 
-    batch_size: int = 32
+    batch_size: int = option(32, lo=0, lo_open=True)
     client_weights: Literal["samples", "uniform"] = "samples"
     tau_unit: Literal["epochs", "steps"] = "epochs"
     objective: Literal["robust", "fair", "standard"] = "robust"
-    radius: float = 1.0
-    fair_lambda: float = 0.1
-    attack_steps: int = 20
-    attack_lr: float = 0.1
-    active_clients: int | None = None
-    target_acc: float | None = None
-    l2_x: float = 0.0
+    radius: float = option(1.0, lo=0, lo_open=True)
+    fair_lambda: float = option(0.1, lo=0)
+    attack_steps: int = option(20, lo=0)
+    attack_lr: float = option(0.1, lo=0, lo_open=True)
+    active_clients: int | None = option(None, lo=0, lo_open=True)
+    target_acc: float | None = option(None, lo=0, lo_open=True)
+    l2_x: float = option(0.0, lo=0)
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "batch_size", "radius", "attack_lr", "active_clients", "target_acc")
-        self._positive(key, "fair_lambda", "attack_steps", "l2_x", allow_zero=True)
         if self.l2_x > 0 and self.objective != "fair":
             raise ConfigError(
                 f"{key}.l2_x", f"only the fair objective takes it (objective: {self.objective})"
@@ -134,6 +133,7 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
     models = ("global",)
     reference_models = ("saddle", "surrogate_saddle")
     reference_keys = REFERENCE_KEYS
+    reference_metrics = DISTANCE_METRICS  # reported by a run with reference_from only
     reference: dict[str, Params] | None = None
 
     def __init__(self, fed, hp, seed, sampling="epoch"):
@@ -146,8 +146,12 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
         self.reached: int | None = None
 
     @classmethod
-    def metric_names(cls) -> list[str]:
-        return metric_names(cls.models) + list(METRICS) + list(RUN_METRICS) + list(DISTANCE_METRICS)
+    def metric_names(cls, hp=None) -> list[str]:
+        """The models' metrics, those of the run's objective (``hp.objective``: ``Objective.metrics``; every
+        objective's with ``hp`` None), the run metrics and the distances to the saddle points (reported by a
+        run with ``reference_from`` only: the config drops them from a run without one)."""
+        own = METRICS if hp is None else OBJECTIVES[hp.objective].metrics
+        return metric_names(cls.models) + list(own) + list(RUN_METRICS) + list(DISTANCE_METRICS)
 
     def participants(self, sampled: Tensor) -> Tensor:
         return self.used if self.hp.active_clients else sampled.cpu()

@@ -56,7 +56,7 @@ class MinimaxGame(GeneralizedSGDA, Algorithm):
         self.surrogate = torch.cat(env.saddle(self.surrogate_weights()), 1)
 
     @classmethod
-    def metric_names(cls) -> list[str]:
+    def metric_names(cls, hp=None) -> list[str]:
         return list(GAME_METRICS)
 
     def surrogate_weights(self) -> Tensor:

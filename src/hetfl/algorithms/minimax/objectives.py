@@ -74,6 +74,8 @@ class Objective:
     """
 
     name: ClassVar[str]
+    metrics: ClassVar[tuple[str, ...]]
+    """The names :meth:`evaluate` reports, in the order of :data:`METRICS`."""
 
     def __init__(self, fed: Federation, n: int, p: Tensor, hp, surrogate: Tensor | None = None):
         self.fed, self.model, self.n, self.p, self.hp = fed, fed.model, n, p, hp
@@ -123,6 +125,19 @@ class Objective:
 
 class Robust(Objective):
     """Robust training against one universal perturbation y with ‖y‖₂ ≤ ``radius`` (Eq. (7))."""
+
+    metrics = tuple(
+        m
+        for m in METRICS
+        if m
+        in (
+            "train_loss_minimax_global",
+            "test_acc_at_y_global",
+            "robust_acc_global",
+            "robust_loss_global",
+            "y_norm",
+        )
+    )
 
     name = "robust"
 
@@ -216,6 +231,20 @@ def simplex_max(values: Tensor, lam: float) -> float:
 class Fair(Objective):
     """Fair classification over class weights y ∈ Δ_C with −(λ/2)‖y‖², λ = ``fair_lambda`` (Eq. (8))."""
 
+    metrics = tuple(
+        m
+        for m in METRICS
+        if m
+        in (
+            "train_loss_minimax_global",
+            "worst_class_acc_global",
+            "y_norm",
+            "y_max",
+            "phi_global",
+            "phi_surrogate_global",
+        )
+    )
+
     name = "fair"
 
     def __init__(self, fed, n, p, hp, surrogate=None):
@@ -290,6 +319,8 @@ class Fair(Objective):
 
 class Standard(Objective):
     """Plain minimization, no y (``y`` is ``[1, 0]``): f_i(x) = the mean cross-entropy on D_i."""
+
+    metrics = tuple(m for m in METRICS if m in ("train_loss_minimax_global",))
 
     name = "standard"
 

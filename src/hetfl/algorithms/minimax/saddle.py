@@ -40,6 +40,7 @@ from hetfl.algorithms.minimax.federated import (
 from hetfl.algorithms.minimax.projections import project_simplex
 from hetfl.engine.params import Params, all_finite
 from hetfl.metrics import metric_names
+from hetfl.options import option
 
 SOLVER_METRICS = (
     "phi_saddle",
@@ -68,13 +69,10 @@ class SaddleHyperparameters(FederatedSGDAHyperparameters):
     """
 
     objective: Literal["fair"] = "fair"
-    l2_x: float = 0.1
-    solver_steps: int = 2000
-    solver_tol: float = 1e-10
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "fair_lambda", "l2_x", "solver_steps", "solver_tol")
+    fair_lambda: float = option(0.1, lo=0, lo_open=True)
+    l2_x: float = option(0.1, lo=0, lo_open=True)
+    solver_steps: int = option(2000, lo=0, lo_open=True)
+    solver_tol: float = option(1e-10, lo=0, lo_open=True)
 
 
 class MinimaxSaddle(FederatedAlgorithm):
@@ -93,7 +91,7 @@ class MinimaxSaddle(FederatedAlgorithm):
         self.stats: dict[str, float] = dict.fromkeys(SOLVER_METRICS, float("nan"))
 
     @classmethod
-    def metric_names(cls) -> list[str]:
+    def metric_names(cls, hp=None) -> list[str]:
         return metric_names(cls.models) + list(SOLVER_METRICS)
 
     def round(self, t: int, sampled: Tensor) -> None:

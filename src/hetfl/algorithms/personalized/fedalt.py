@@ -34,6 +34,7 @@ from hetfl.engine.grad import sgd_step
 from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, all_finite, rows, select
 from hetfl.engine.state import put
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,18 +44,13 @@ class SplitTrainingHyperparameters(PartialHyperparameters, ServerOptimization):
     (``ServerOptimization``: ``server_optimizer``, ``server_lr``, ...) and the client optimizer (its schedule
     scales ``lr``)."""
 
-    lr: float = 0.01
-    local_steps: int = 20
-    personal_steps: int | None = None
+    lr: float = option(0.01, lo=0, lo_open=True)
+    local_steps: int = option(20, lo=0, lo_open=True)
+    personal_steps: int | None = option(None, lo=0)
     stateful: bool = False
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr",)
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lr", "local_steps")
-        self._positive(key, "personal_steps", allow_zero=True)
 
 
 class StatefulPersonalization(PartialPersonalization):

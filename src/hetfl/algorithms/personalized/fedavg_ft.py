@@ -23,20 +23,16 @@ from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import client_optimizer
 from hetfl.engine.params import Params, all_finite, broadcast
 from hetfl.engine.sampler import eval_sampler
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class FedAvgFTHyperparameters(FedAvgHyperparameters):
     """FedAvg's, plus ``finetune_steps``, ``finetune_lr`` (null: ``lr``), ``finetune`` (``all`` | ``personal``)."""
 
-    finetune_steps: int = 20
-    finetune_lr: float | None = None
+    finetune_steps: int = option(20, lo=0)
+    finetune_lr: float | None = option(None, lo=0, lo_open=True)
     finetune: Literal["all", "personal"] = "all"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "finetune_lr")
-        self._positive(key, "finetune_steps", allow_zero=True)
 
 
 class FedAvgFT(AdaptsForEvaluation, FedAvg):

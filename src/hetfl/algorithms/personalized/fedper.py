@@ -42,6 +42,7 @@ from typing import ClassVar, Literal
 from hetfl.algorithms.personalized.fedsim import FedSim
 from hetfl.algorithms.personalized.layers import PersonalLayers
 from hetfl.algorithms.personalized.partial import PartialHyperparameters
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +52,8 @@ class FedPerHyperparameters(PartialHyperparameters):
     optimizer (its schedule scales ``lr``). FedSim's ``stateful`` and ``server_lr`` are fixed (class
     constants, not options): personal heads are kept, the server averages."""
 
-    lr: float = 0.01
-    local_steps: int = 20
+    lr: float = option(0.01, lo=0, lo_open=True)
+    local_steps: int = option(20, lo=0, lo_open=True)
     batch_size: int = 128
     client_weights: Literal["uniform", "samples"] = "samples"
     finetune_steps: int = 0
@@ -62,10 +63,6 @@ class FedPerHyperparameters(PartialHyperparameters):
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr",)
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lr", "local_steps")
 
 
 class FedPer(PersonalLayers, FedSim):

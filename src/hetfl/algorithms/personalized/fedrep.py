@@ -50,6 +50,7 @@ from typing import ClassVar
 from hetfl.algorithms.personalized.fedalt import FedAlt
 from hetfl.algorithms.personalized.layers import PersonalLayers
 from hetfl.algorithms.personalized.partial import PartialHyperparameters
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +60,9 @@ class FedRepHyperparameters(PartialHyperparameters):
     ``finetune_lr`` and the client optimizer (its schedule scales ``lr``). FedAlt's ``stateful`` and
     ``server_lr`` are fixed (class constants, not options): heads are kept, the server averages."""
 
-    lr: float = 0.01
-    personal_steps: int = 500
-    local_steps: int = 50
+    lr: float = option(0.01, lo=0, lo_open=True)
+    personal_steps: int = option(500, lo=0, lo_open=True)
+    local_steps: int = option(50, lo=0, lo_open=True)
     batch_size: int = 10
     finetune_steps: int = 0
 
@@ -70,10 +71,6 @@ class FedRepHyperparameters(PartialHyperparameters):
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr",)
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lr", "personal_steps", "local_steps")
 
 
 class FedRep(PersonalLayers, FedAlt):

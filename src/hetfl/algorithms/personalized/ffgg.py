@@ -48,6 +48,7 @@ from hetfl.engine.grad import client_grads, sgd_step
 from hetfl.engine.optim import client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, rows
 from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,35 +58,25 @@ class FFGGHyperparameters(PartialHyperparameters, ServerOptimization):
     (``ServerOptimization``: ``server_optimizer``, ``server_lr``, ...), plus the shared ones (the client
     optimizer's schedule scales both γ_θ and γ_w)."""
 
-    lr_theta: float = 0.1
-    lr_w: float = 0.1
-    tau: int = 10
-    local_theta_steps: int = 0
+    lr_theta: float = option(0.1, lo=0, lo_open=True)
+    lr_w: float = option(0.1, lo=0, lo_open=True)
+    tau: int = option(10, lo=0)
+    local_theta_steps: int = option(0, lo=0)
     personal_init: Literal["random", "initial"] = "random"
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr_theta", "lr_w")
 
     def check(self, key: str) -> None:
-        """Raises: ConfigError: a step size not positive, τ or K negative, or a server optimizer other than
-        ``sgd`` or a server step-size schedule other than ``constant`` with Algorithm 1 (``local_theta_steps:
-        0``), whose θ-step is γ_θ's own step at the server (scheduled by ``lr_schedule``)."""
+        """Raises: ConfigError: a server optimizer other than ``sgd`` with Algorithm 1 (``local_theta_steps: 0``),
+        whose θ-step is γ_θ's own step at the server."""
         super().check(key)
-        self._positive(key, "lr_theta", "lr_w")
-        self._positive(key, "tau", "local_theta_steps", allow_zero=True)
         if self.local_theta_steps == 0 and self.server_optimizer != "sgd":
             raise ConfigError(
                 f"{key}.server_optimizer",
                 "Algorithm 1 (local_theta_steps: 0) steps θ with γ_θ at the server; a server optimizer needs "
                 "Algorithm 4 (local_theta_steps > 0)",
                 allowed=("sgd",),
-            )
-        if self.local_theta_steps == 0 and self.server_lr_schedule != "constant":
-            raise ConfigError(
-                f"{key}.server_lr_schedule",
-                "Algorithm 1 (local_theta_steps: 0) steps θ with γ_θ at the server, scheduled by lr_schedule; "
-                "a server schedule needs Algorithm 4 (local_theta_steps > 0)",
-                allowed=("constant",),
             )
 
 

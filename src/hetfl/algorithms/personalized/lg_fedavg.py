@@ -53,6 +53,7 @@ from typing import ClassVar
 from hetfl.algorithms.personalized.fedsim import FedSim
 from hetfl.algorithms.personalized.layers import PersonalLayers
 from hetfl.algorithms.personalized.partial import PartialHyperparameters
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +63,8 @@ class LGFedAvgHyperparameters(PartialHyperparameters):
     schedule scales ``lr``). FedSim's ``stateful`` and ``server_lr`` are fixed (class constants, not
     options): local bodies are kept, the server averages the global model."""
 
-    lr: float = 0.05
-    local_steps: int = 60
+    lr: float = option(0.05, lo=0, lo_open=True)
+    local_steps: int = option(60, lo=0, lo_open=True)
     batch_size: int = 10
     finetune_steps: int = 0
 
@@ -72,10 +73,6 @@ class LGFedAvgHyperparameters(PartialHyperparameters):
 
     def step_sizes(self) -> tuple[str, ...]:
         return ("lr",)
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lr", "local_steps")
 
 
 class LGFedAvg(PersonalLayers, FedSim):

@@ -40,10 +40,10 @@ from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import client_optimizer
 from hetfl.engine.params import Params, all_finite, broadcast, rows
 from hetfl.engine.sampler import eval_sampler
-from hetfl.engine.server import ServerOptimizer, scheduled_server_lr
+from hetfl.engine.server import ServerOptimizer
 from hetfl.errors import ConfigError
 from hetfl.models.adapters import SPLITS
-from hetfl.options import Options
+from hetfl.options import Options, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,19 +57,14 @@ class PartialHyperparameters(ClientOptimization, Aggregation):
     the server's sum (``Aggregation``).
     """
 
-    batch_size: int = 20
-    clients_per_round: int | None = None
+    batch_size: int = option(20, lo=0, lo_open=True)
+    clients_per_round: int | None = option(None, lo=0, lo_open=True)
     client_weights: Literal["uniform", "samples"] = "uniform"
-    finetune_steps: int = 20
-    finetune_lr: float | None = None
+    finetune_steps: int = option(20, lo=0)
+    finetune_lr: float | None = option(None, lo=0, lo_open=True)
 
     def step_sizes(self) -> tuple[str, ...]:
         return ()
-
-    def check(self, key: str) -> None:
-        self._positive(key, "batch_size", "clients_per_round", "finetune_lr")
-        self._positive(key, "finetune_steps", allow_zero=True)
-        super().check(key)
 
 
 class PartialPersonalization(AdaptsForEvaluation):
@@ -180,16 +175,14 @@ class PartialPersonalization(AdaptsForEvaluation):
         the server, ``[r, ...]`` of the global keys."""
 
     def theta_step(self, t: int, mean: Params) -> None:
-        """θ ← θ − η_t · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]`` at the
-        server step size η_t of round ``t`` (``server_lr`` under ``server_lr_schedule``,
-        ``hetfl.engine.server.scheduled_server_lr``; ``server_lr`` 1, constant: their average); with a
-        ``server_optimizer`` other than ``sgd``, that optimizer's step (``self.server``,
-        ``hetfl.engine.server.ServerOptimizer``: Δ = mean − θ its pseudo-gradient, its state kept across
-        rounds)."""
+        """θ ← θ − server_lr · (θ − mean): the pseudo-gradient step of the clients' mean θ ``mean [1, ...]``
+        (``server_lr`` 1: their average); with a ``server_optimizer`` other than ``sgd``, that optimizer's step
+        (``self.server``, ``hetfl.engine.server.ServerOptimizer``: Δ = mean − θ its pseudo-gradient, its state
+        kept across rounds)."""
         if getattr(self.hp, "server_optimizer", "sgd") != "sgd":
-            self.theta = self.server.step(self.theta, mean, t, self.rounds)
+            self.theta = self.server.step(self.theta, mean)
             return
-        lr = scheduled_server_lr(self.hp, t, self.rounds)
+        lr = self.hp.server_lr
         self.theta = {k: v - lr * (v - mean[k]) for k, v in self.theta.items()}
 
     def adapt(self) -> ClientModels:

@@ -57,6 +57,7 @@ from hetfl.engine.memory import MemoryProfile
 from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, broadcast, rows
 from hetfl.engine.sampler import cycling_sampler, eval_sampler
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,21 +68,17 @@ class PerFedAvgHyperparameters(Federated, Aggregation):
     optimizer of the model's steps, and ``aggregation`` (``batched`` | ``sequential``, the order of the
     server's mean: ``hetfl.engine.aggregation``)."""
 
-    beta: float = 0.001
+    beta: float = option(0.001, lo=0, lo_open=True)
     variant: Literal["fo", "hf"] = "fo"
-    hf_delta: float = 0.001
+    hf_delta: float = option(0.001, lo=0, lo_open=True)
     step: Literal["maml", "sequential"] = "maml"
     adaptation: Literal["train", "official"] = "train"
-    adaptation_steps: int = 1
+    adaptation_steps: int = option(1, lo=0, lo_open=True)
 
     def step_sizes(self) -> tuple[str, ...]:
         """The steps the schedule scales: β (``maml``; α is part of the meta-objective), or α and β
         (``sequential``)."""
         return ("beta",) if self.step == "maml" else ("lr", "beta")
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "beta", "hf_delta", "adaptation_steps")
 
 
 def _shifted(params: Params, direction: Params, scale: float) -> Params:

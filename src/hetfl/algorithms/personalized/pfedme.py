@@ -62,6 +62,7 @@ from hetfl.engine.optim import ClientOptimizer, client_optimizer, scheduled_lr
 from hetfl.engine.params import Params, broadcast, clone, lerp, select
 from hetfl.engine.state import put
 from hetfl.models.linalg import bmm
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,18 +76,13 @@ class PFedMeHyperparameters(Federated):
     Defaults: the paper's MNIST setting.
     """
 
-    lam: float = 15.0
-    K: int = 5
-    personal_lr: float = 0.09
-    beta: float = 1.0
-    inner_l2: float = 0.0
+    lam: float = option(15.0, lo=0, lo_open=True)
+    K: int = option(5, lo=0, lo_open=True)
+    personal_lr: float = option(0.09, lo=0, lo_open=True)
+    beta: float = option(1.0, lo=0, lo_open=True)
+    inner_l2: float = option(0.0, lo=0)
     inner_init: Literal["warm", "local"] = "warm"
     train_clients: Literal["all", "sampled"] = "all"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "lam", "K", "personal_lr", "beta")
-        self._positive(key, "inner_l2", allow_zero=True)
 
 
 class PFedMe(FederatedAlgorithm):

@@ -52,6 +52,7 @@ from torch import Tensor
 from hetfl.algorithms.quadratic.common import cocoercivity_L
 from hetfl.algorithms.quadratic.ffgg import FFGG, FFGGHyperparameters
 from hetfl.errors import ConfigError
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,17 +62,15 @@ class AsyncFFGGHyperparameters(FFGGHyperparameters):
     ``sync_aggregate`` (``mean`` | ``sum``). ``clients_per_round`` is used by ``sync`` only (S ≤ K)."""
 
     mode: Literal["async", "sync"] = "async"
-    workers: int | None = None
+    workers: int | None = option(None, lo=0, lo_open=True)
     assignment: Literal["sample", "fixed"] = "sample"
-    speed_spread: float = 0.5
-    jitter: float = 0.1
-    tau_max: int | None = None
+    speed_spread: float = option(0.5, lo=0)
+    jitter: float = option(0.1, lo=0)
+    tau_max: int | None = option(None, lo=0, lo_open=True)
     sync_aggregate: Literal["mean", "sum"] = "mean"
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "workers", "tau_max")
-        self._positive(key, "speed_spread", "jitter", allow_zero=True)
         if (
             self.mode == "sync"
             and self.workers

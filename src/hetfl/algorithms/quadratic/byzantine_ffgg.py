@@ -29,20 +29,16 @@ import torch
 from torch import Tensor
 
 from hetfl.algorithms.quadratic.ffgg import FFGG, FFGGHyperparameters
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class ByzantineFFGGHyperparameters(FFGGHyperparameters):
     """FFGG's hyper-parameters plus ``byzantine`` B (10), ``aggregator`` (``cm`` | ``mean``), ``bucket_size`` s (2)."""
 
-    byzantine: int = 10
+    byzantine: int = option(10, lo=0)
     aggregator: Literal["cm", "mean"] = "cm"
-    bucket_size: int = 2
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "byzantine", allow_zero=True)
-        self._positive(key, "bucket_size")
+    bucket_size: int = option(2, lo=0, lo_open=True)
 
 
 def sign_flip(deltas: Tensor, byzantine: int, generator: torch.Generator) -> Tensor:

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from hetfl.algorithms.base import Algorithm, ClientRows, Rows
 from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 from hetfl.problems.ffgg_quadratic import Clients, FFGGQuadratic, mv, take
 
 METRICS = ["F_norm_sq", "F_norm", "theta_dist_sq", "loss", "grad_evals", "comm_rounds"]
@@ -27,10 +27,7 @@ METRICS = ["F_norm_sq", "F_norm", "theta_dist_sq", "loss", "grad_evals", "comm_r
 class QuadraticHyperparameters(Options):
     """``clients_per_round`` S (null = all M), drawn from the study's shared participation stream."""
 
-    clients_per_round: int | None = None
-
-    def check(self, key: str) -> None:
-        self._positive(key, "clients_per_round")
+    clients_per_round: int | None = option(None, lo=0, lo_open=True)
 
     def _exclusive(self, key: str, value: str, factor: str) -> None:
         """An explicit stepsize ``value`` and a ``factor`` of its rule cannot both be set."""
@@ -59,7 +56,7 @@ class QuadraticAlgorithm(Algorithm):
         self.comm_rounds = 0
 
     @classmethod
-    def metric_names(cls) -> list[str]:
+    def metric_names(cls, hp=None) -> list[str]:
         return METRICS + list(cls.extra_metrics)
 
     def current_theta(self) -> Tensor:

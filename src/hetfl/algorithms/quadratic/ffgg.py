@@ -35,6 +35,7 @@ from hetfl.algorithms.quadratic.common import (
     cocoercivity_L,
     initial_w,
 )
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,18 +44,17 @@ class FFGGHyperparameters(QuadraticHyperparameters):
     ``lr_theta`` γ_θ (null: ``lr_theta_factor``/L), ``lr_w`` γ_w (null: ``lr_w_factor``/L_w), ``w_init``
     (``normal`` | ``zero``), ``L_rule`` (``paper`` | ``code``), ``clients_per_round`` S (null: all)."""
 
-    local_steps: int = 10
+    local_steps: int = option(10, lo=0, lo_open=True)
     fine_tuner: FineTuners = "gd"
-    lr_theta: float | None = None
-    lr_theta_factor: float = 1.0
-    lr_w: float | None = None
-    lr_w_factor: float = 1.0
+    lr_theta: float | None = option(None, lo=0, lo_open=True)
+    lr_theta_factor: float = option(1.0, lo=0, lo_open=True)
+    lr_w: float | None = option(None, lo=0, lo_open=True)
+    lr_w_factor: float = option(1.0, lo=0, lo_open=True)
     w_init: WInits = "normal"
     L_rule: Literal["paper", "code"] = "paper"
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._positive(key, "local_steps", "lr_theta", "lr_theta_factor", "lr_w", "lr_w_factor")
         self._exclusive(key, "lr_theta", "lr_theta_factor")
         self._exclusive(key, "lr_w", "lr_w_factor")
 

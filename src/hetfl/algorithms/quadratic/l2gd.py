@@ -35,7 +35,7 @@ from torch import Tensor
 
 from hetfl.algorithms.quadratic.common import JointQuadratic, QuadraticAlgorithm, QuadraticGD
 from hetfl.errors import ConfigError
-from hetfl.options import Options
+from hetfl.options import Options, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,12 +44,11 @@ class L2GDHyperparameters(Options):
     ``stepsize_rule`` (``theory`` | ``literal``). Every client takes part in every iteration."""
 
     local_steps: int = 10
-    lam: float = 0.1
-    lr: float | None = None
+    lam: float = option(0.1, lo=0, lo_open=True)
+    lr: float | None = option(None, lo=0, lo_open=True)
     stepsize_rule: Literal["theory", "literal"] = "theory"
 
     def check(self, key: str) -> None:
-        self._positive(key, "lam", "lr")
         if self.local_steps < 2:
             raise ConfigError(f"{key}.local_steps", f"L2GD needs τ ≥ 2 (p = 1/τ < 1), got {self.local_steps}")
 

@@ -26,18 +26,15 @@ from hetfl.algorithms.quadratic.common import (
     QuadraticHyperparameters,
     local_lr,
 )
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class LocalGDHyperparameters(QuadraticHyperparameters):
     """``local_steps`` τ (10), ``lr`` γ (null: 1/(L_f τ)), ``clients_per_round`` S (null: all)."""
 
-    local_steps: int = 10
-    lr: float | None = None
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "local_steps", "lr")
+    local_steps: int = option(10, lo=0, lo_open=True)
+    lr: float | None = option(None, lo=0, lo_open=True)
 
 
 class LocalGD(QuadraticAlgorithm):

@@ -32,6 +32,7 @@ from hetfl.algorithms.quadratic.common import (
     QuadraticHyperparameters,
     local_lr,
 )
+from hetfl.options import option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,14 +40,10 @@ class ScaffoldHyperparameters(QuadraticHyperparameters):
     """``local_steps`` τ (10), ``lr`` η_l (null: 1/(L_f τ)), ``lr_global`` η_g (0.5), ``control_variate``
     (``option1`` | ``option2``), ``clients_per_round`` S (null: all)."""
 
-    local_steps: int = 10
-    lr: float | None = None
-    lr_global: float = 0.5
+    local_steps: int = option(10, lo=0, lo_open=True)
+    lr: float | None = option(None, lo=0, lo_open=True)
+    lr_global: float = option(0.5, lo=0, lo_open=True)
     control_variate: Literal["option1", "option2"] = "option1"
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        self._positive(key, "local_steps", "lr", "lr_global")
 
 
 class Scaffold(QuadraticAlgorithm):

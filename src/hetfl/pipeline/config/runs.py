@@ -116,7 +116,11 @@ def resolve_run(
     if federation:
         settings["model"] = normalize_model_spec(model, f"{key}.model")
     cls.check(hp, settings, key)
-    names = [m for m in cls.metric_names() if task != "regression" or not parse_metric(m).is_accuracy]
+    names = [m for m in cls.metric_names(hp) if task != "regression" or not parse_metric(m).is_accuracy]
+    if (
+        settings.get("reference_from") is None
+    ):  # the metrics of a reference (an algorithm's reference_metrics)
+        names = [m for m in names if m not in getattr(cls, "reference_metrics", ())]
     if settings["eval_models"] is not None:
         names = _evaluated_metrics(cls, settings, names, environment, key)
     return RunSpec(study, label, cls.name, hp.as_dict(), tuple(names), settings)
