@@ -180,6 +180,42 @@ def test_robust_attack_and_constraint():
     assert rows["robust_acc_global"] <= rows["test_acc_at_y_global"] + 1e-9
 
 
+def test_robust_phi_estimates_the_primal_functions_from_below_and_above_the_current_objective():
+    """The robust objective's Φ(x) = max_{‖y‖≤r} Σ_i p_i f_i(x, y) (Corollary 1.1) and Φ̃ (weights w̃): the
+    estimate is the training objective at the best iterate of the ascent, so it is at least F(x, y) at the
+    current y (computed here client by client, one model call per client), grows with more steps and more
+    starts, stays within the ball's reach, and Φ̃ weighs the clients by w̃ (differs from Φ when τ_i differ)."""
+    fed = tiny_federation("dnn")
+    hp = dict(objective="robust", radius=0.5, lr_y=5.0, batch_size=4, tau_min=1, tau_max=4, tau_unit="steps",
+              attack_lr=0.2, attack_steps=5)  # fmt: skip
+    alg = make("local_sgda", fed, **hp)
+    rows = train(alg, 3)
+    objective, x, y = alg.objective, alg.x, alg.y
+    f_i = []
+    for c in range(fed.num_clients):  # a plain loop: client c's mean loss at its own samples shifted by y
+        s = slice(int(fed.train.sizes[:c].sum()), int(fed.train.sizes[: c + 1].sum()))
+        logits = fed.model.forward(x, (fed.train.x[s] + y[0]).unsqueeze(0))[0]
+        f_i.append(float(torch.nn.functional.cross_entropy(logits.T, fed.train.y[s]).double()))
+    at_y = float(objective.p @ torch.tensor(f_i, dtype=torch.float64))
+    assert at_y == pytest.approx(rows["train_loss_minimax_global"], rel=1e-6)
+    assert rows["phi_global"] >= at_y * (1 - 1e-6)
+    assert rows["phi_surrogate_global"] >= float(
+        objective.surrogate @ torch.tensor(f_i, dtype=torch.float64)
+    ) * (1 - 1e-6)
+    assert rows["phi_surrogate_global"] != rows["phi_global"]  # w̃ ≠ p: the clients' τ_i differ
+    longer = make("local_sgda", fed, **{**hp, "attack_steps": 15}).objective
+    restarted = make("local_sgda", fed, **{**hp, "phi_restarts": 3}).objective
+    assert longer.phi(x, y, objective.p) >= rows["phi_global"]
+    assert restarted.phi(x, y, objective.p) >= rows["phi_global"]
+    skipped = make("local_sgda", fed, **{**hp, "phi_steps": 0})  # not estimated, not reported, not declared
+    assert "phi_global" not in train(skipped, 1) and "phi_global" not in skipped.metric_names(skipped.hp)
+    with pytest.raises(ConfigError, match="objective"):
+        build_suite({"studies": {"s": {"dataset": {"name": "digits"}, "partition": {"scheme": "iid", "clients": 3},
+                                       "model": {"name": "mlr"}, "rounds": 1, "seeds": [0],
+                                       "runs": {"r": {"algorithm": "local_sgda", "objective": "fair",
+                                                      "phi_restarts": 2}}}}})  # fmt: skip
+
+
 def test_divergence_is_recorded_not_raised():
     alg = make("local_sgda", game({**FIG1, "init_scale": 1.0}), lr_x=3.0, lr_y=3.0, **SPREAD)
     outcome = run_rounds(alg, participation_schedule(2, 2, 500, 0), 50, lambda *a: None)

@@ -40,6 +40,9 @@ REQUIRES: dict[str, Requires] = {
     "lr_gamma": Requires("lr_schedule", ("step",)),
     "lr_min": Requires("lr_schedule", ("cosine",)),
     "lr_warmup": Requires("lr_schedule", ("linear",)),
+    # the federated minimax objectives (hetfl.algorithms.minimax.objectives): the robust Φ's random starts
+    "phi_steps": Requires("objective", ("robust",)),
+    "phi_restarts": Requires("objective", ("robust",)),
     # unequal local steps (hetfl.engine.local_steps)
     "local_steps_min": Requires("local_steps_per_client", ("spread", "uniform")),
     # Per-FedAvg's Hessian-free variant: the finite-difference step δ

@@ -55,7 +55,10 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
     """Adds, on client data: ``batch_size`` (32), ``client_weights`` p_i (``samples`` n_i/N |
     ``uniform``), ``tau_unit`` (``epochs``: τ_i⌈n_i/B⌉ steps, the paper | ``steps``), ``objective``
     (``robust`` | ``fair`` | ``standard``), ``radius`` r of the robust ℓ2 ball (1), ``fair_lambda`` λ
-    (0.1), ``attack_steps`` (20) and ``attack_lr`` (0.1, in units of r) of the robust-accuracy attack,
+    (0.1), ``attack_steps`` (20) and ``attack_lr`` (0.1, in units of r) of the robust-accuracy attack and
+    of the robust objective's Φ, Φ̃ estimates, ``phi_steps`` (null: ``attack_steps``; 0: no estimate) and
+    ``phi_restarts`` (0) (the robust objective only: the estimates' ascent steps and their starts on the
+    sphere ‖y‖ = r beside the current y, ``objectives.Robust.phi``),
     ``active_clients`` (null; n: only clients 0..n−1 form the federation, all of them every round;
     Fig. 9's "n"), ``target_acc`` (null; for ``rounds_to_target``), ``l2_x`` μ (0; the fair objective only:
     (μ/2)‖x‖² added to every f_i, so that with a linear model F is strongly convex in x and its saddle point
@@ -69,6 +72,8 @@ class FederatedSGDAHyperparameters(SGDAHyperparameters):
     fair_lambda: float = option(0.1, lo=0)
     attack_steps: int = option(20, lo=0)
     attack_lr: float = option(0.1, lo=0, lo_open=True)
+    phi_steps: int | None = option(None, lo=0)
+    phi_restarts: int = option(0, lo=0)
     active_clients: int | None = option(None, lo=0, lo_open=True)
     target_acc: float | None = option(None, lo=0, lo_open=True)
     l2_x: float = option(0.0, lo=0)
@@ -150,7 +155,7 @@ class FederatedMinimax(GeneralizedSGDA, FederatedAlgorithm):
         """The models' metrics, those of the run's objective (``hp.objective``: ``Objective.metrics``; every
         objective's with ``hp`` None), the run metrics and the distances to the saddle points (reported by a
         run with ``reference_from`` only: the config drops them from a run without one)."""
-        own = METRICS if hp is None else OBJECTIVES[hp.objective].metrics
+        own = METRICS if hp is None else OBJECTIVES[hp.objective].reported(hp)
         return metric_names(cls.models) + list(own) + list(RUN_METRICS) + list(DISTANCE_METRICS)
 
     def participants(self, sampled: Tensor) -> Tensor:

@@ -3,7 +3,12 @@
 - ``robust`` (Eq. (7), reconstructed): min_x max_{‖y‖₂ ≤ r} Σ_j ℓ(h_x(a_j + y), b_j), y one universal
   input-shaped perturbation (y^(0) = 0). Robust accuracy: accuracy on the pooled test set at the worst
   perturbation found by projected normalized gradient ascent from the current y (``attack_steps``
-  steps of length ``attack_lr``·r), the model frozen (docs/papers/fedminimax.md §4.2).
+  steps of length ``attack_lr``·r), the model frozen (docs/papers/fedminimax.md §4.2). Its primal functions
+  Φ(x) = max_{‖y‖≤r} F(x, y) and Φ̃ of the surrogate F̃ have no closed form (F is not concave in y): each is
+  estimated by the same ascent on the training objective Σ_i w_i f_i(x, y) (w = p, or w̃), from the current
+  y and ``phi_restarts`` more starts drawn on the sphere ‖y‖ = r (a fixed stream: the same starts for
+  every run and evaluation), ``phi_steps`` steps each (null: ``attack_steps``; 0: not estimated, not
+  reported), as the largest value any iterate reached: a lower bound of Φ(x), Φ̃(x).
 - ``fair`` (Eq. (8), reconstructed): min_x max_{y ∈ Δ_C} Σ_c y_c F_c(x) − (λ/2)‖y‖² (+ (μ/2)‖x‖² with ``l2_x`` μ > 0), with
   f_i(x, y) = Σ_c y_c F_{c,i}(x) − (λ/2)‖y‖², F_{c,i} = (1/n_i) Σ_{j∈D_i, b_j=c} ℓ_j / π_c and
   π_c = N_c/N, so Σ_i p_i f_i = F for p_i = n_i/N; y^(0) = 1/C; unbiased minibatch gradients
@@ -75,7 +80,12 @@ class Objective:
 
     name: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]
-    """The names :meth:`evaluate` reports, in the order of :data:`METRICS`."""
+    """The names :meth:`evaluate` may report, in the order of :data:`METRICS`."""
+
+    @classmethod
+    def reported(cls, hp) -> tuple[str, ...]:
+        """The names :meth:`evaluate` reports under the hyper-parameters ``hp``: :attr:`metrics` by default."""
+        return cls.metrics
 
     def __init__(self, fed: Federation, n: int, p: Tensor, hp, surrogate: Tensor | None = None):
         self.fed, self.model, self.n, self.p, self.hp = fed, fed.model, n, p, hp
@@ -136,10 +146,22 @@ class Robust(Objective):
             "robust_acc_global",
             "robust_loss_global",
             "y_norm",
+            "phi_global",
+            "phi_surrogate_global",
         )
     )
 
     name = "robust"
+
+    @classmethod
+    def reported(cls, hp) -> tuple[str, ...]:
+        """:attr:`metrics`, without Φ and Φ̃ when they are not estimated (:meth:`phi_steps` 0)."""
+        return tuple(m for m in cls.metrics if cls.phi_steps(hp) or not m.startswith("phi_"))
+
+    @staticmethod
+    def phi_steps(hp) -> int:
+        """The ascent steps of the Φ, Φ̃ estimates: ``phi_steps``, or ``attack_steps`` when it is null."""
+        return hp.attack_steps if hp.phi_steps is None else hp.phi_steps
 
     def init_y(self) -> Tensor:
         return torch.zeros(1, *self.fed.train.x.shape[1:], dtype=self.fed.dtype, device=self.fed.device)
@@ -191,20 +213,62 @@ class Robust(Objective):
         """The worst perturbation for the frozen model ``x``: ``attack_steps`` steps of projected
         normalized gradient ascent on the pooled test loss, from ``y [1, ...]``
         (docs/papers/fedminimax.md §4.2)."""
-        data, hp = self.fed.test, self.hp
-        y_adv = y.detach().clone()
-        for _ in range(hp.attack_steps):
+        return self.ascent(x, y, self.fed.test)[0]
+
+    def ascent(
+        self, x: Params, y: Tensor, data: ClientSplit, weights: Tensor | None = None, steps: int | None = None
+    ) -> tuple[Tensor, list[float]]:
+        """``steps`` (None: ``attack_steps``) steps of projected normalized gradient ascent in y, of step ``attack_lr``·r, on a
+        loss of the frozen model ``x`` on the samples of ``data`` shifted by y, from ``y [1, ...]``: the pooled
+        mean loss (``weights`` None: the robust-accuracy attack), or Σ_s weights_s ℓ_s over the first
+        ``len(weights)`` samples (``weights [m]`` float64, CPU).
+
+        Returns:
+            the last iterate ``[1, ...]`` and, with ``weights``, the loss at every iterate (``steps`` + 1 floats;
+            empty without ``weights``).
+        """
+        hp = self.hp
+        steps = hp.attack_steps if steps is None else steps
+        count = len(data.y) if weights is None else len(weights)
+        y_adv, values = y.detach().clone(), []
+        for step_k in range(steps + (weights is not None)):
             y_leaf = y_adv.requires_grad_(True)
-            grad = torch.zeros_like(y_adv)
+            grad, value = torch.zeros_like(y_adv), 0.0
             with torch.enable_grad():
-                for start in range(0, len(data.y), CHUNK):
-                    xb, yb = data.x[start : start + CHUNK], data.y[start : start + CHUNK]
+                for start in range(0, count, CHUNK):
+                    stop = min(start + CHUNK, count)
+                    xb, yb = data.x[start:stop], data.y[start:stop]
                     logits = self.model.forward(x, (xb + y_leaf[0]).unsqueeze(0))
-                    loss = F.cross_entropy(logits, yb.unsqueeze(0), reduction="sum") / len(data.y)
-                    grad += torch.autograd.grad(loss, [y_leaf])[0]
+                    if weights is None:
+                        loss = F.cross_entropy(logits, yb.unsqueeze(0), reduction="sum") / len(data.y)
+                    else:
+                        per = F.cross_entropy(logits, yb.unsqueeze(0), reduction="none")[0]
+                        value += float(per.detach().double().cpu() @ weights[start:stop])
+                        loss = per @ weights[start:stop].to(per)
+                    if step_k < steps:
+                        grad += torch.autograd.grad(loss, [y_leaf])[0]
+            values += [value] if weights is not None else []
+            if step_k == steps:  # the last iterate's value only
+                break
             step = hp.attack_lr * hp.radius / grad.norm().clamp_min(torch.finfo(grad.dtype).tiny)
             y_adv = self.project(y_adv.detach() + step * grad)
-        return y_adv.detach()
+        return y_adv.detach(), values
+
+    def phi(self, x: Params, y: Tensor, w: Tensor) -> float:
+        """The estimate of max_{‖y‖≤r} Σ_i w_i f_i(x, y) for client weights ``w [n]`` (float64): the largest
+        training objective that :meth:`ascent` reaches in :meth:`phi_steps` steps from ``y [1, ...]`` and from
+        ``phi_restarts`` starts on the sphere ‖y‖ = r (drawn from a generator seeded 0: the same for every run and
+        evaluation)."""
+        data = self.fed.train
+        sizes = data.sizes[: self.n].double()
+        weights = torch.repeat_interleave(w / sizes, data.sizes[: self.n])  # w_i / n_i per sample of client i
+        g = torch.Generator().manual_seed(0)
+        starts = [y]
+        for _ in range(self.hp.phi_restarts):
+            d = torch.randn(y.shape, generator=g, dtype=torch.float64)
+            starts.append((self.hp.radius * d / d.norm()).to(y))
+        steps = self.phi_steps(self.hp)
+        return max(max(self.ascent(x, start, data, weights, steps)[1]) for start in starts)
 
     def evaluate(self, x, y):
         train_loss, _ = self.per_sample(x, self.fed.train, y[0])
@@ -216,6 +280,14 @@ class Robust(Objective):
             ("robust_acc_global", float(adv_correct.mean())),
             ("robust_loss_global", float(adv_loss.mean())),
             ("y_norm", float(y.norm())),
+            *(
+                [
+                    ("phi_global", self.phi(x, y, self.p)),  # Φ(x), estimated
+                    ("phi_surrogate_global", self.phi(x, y, self.surrogate)),  # Φ̃(x), F̃ = Σ_i w̃_i f_i
+                ]
+                if self.phi_steps(self.hp)
+                else []
+            ),
         ]
 
 
