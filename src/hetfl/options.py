@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
 import math
 import re
 import typing
@@ -175,7 +176,7 @@ class Options:
         its base's range; empty when none does."""
         for klass in cls.__mro__:
             field = getattr(klass, "__dataclass_fields__", {}).get(name)
-            if name in vars(klass).get("__annotations__", {}) and field is not None:
+            if field is not None and name in inspect.get_annotations(klass):  # declared by klass itself
                 if field.metadata.get("lo") is not None or field.metadata.get("hi") is not None:
                     return field.metadata
         return {}
