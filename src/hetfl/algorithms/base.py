@@ -121,7 +121,12 @@ class FederatedAlgorithm(Algorithm):
         models: the models it evaluates, e.g. ``("global", "personal")``; metric names are
             ``{train,test}_{loss,acc}_{model}`` (``hetfl.metrics``).
 
-    The minibatch sampler (stream ``batches``) and the initial model (stream ``init``) derive from the seed.
+    The minibatch sampler (stream ``batches``) and the initial model (stream ``init``:
+    ``self.fed.initial_model(self.seed)``) derive from the seed. What a round needs beside its state is the
+    engine's, called with the federation and the hyper-parameters: the client optimizer
+    (``hetfl.engine.optim.client_optimizer``, ``scheduled_lr``), the server's average
+    (``hetfl.engine.aggregation.aggregate``, ``aggregation_weights``, ``client_sum``), the server optimizer
+    (``hetfl.engine.server.ServerOptimizer``, kept as an attribute) and the evaluator (``self.evaluator``).
     """
 
     models: ClassVar[tuple[str, ...]]
