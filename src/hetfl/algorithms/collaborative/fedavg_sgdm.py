@@ -65,15 +65,8 @@ class FedAvgSGDM(CollaborativeAlgorithm):
     def step(self, t: int) -> None:
         # one step of every client's optimizer on its next minibatch, chunk by chunk under a
         # memory budget (the N clients' gradients never resident at once)
-        local_sgd(
-            self.fed,
-            self.sampler,
-            self.theta,
-            self.clients,
-            1,
-            scheduled_lr(self.hp.lr, t, self.hp, self.rounds),
-            optimizer=self.opt,
-        )
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, lr, optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:
         return {"global": self.w, "personal": self.w}

@@ -45,15 +45,8 @@ class LocalSGDM(CollaborativeAlgorithm):
     def step(self, t: int) -> None:
         # θ_i ← θ_i − η_t ∇ℓ(θ_i; B_i) (a step of the client's optimizer), chunk by chunk under a memory
         # budget: the N clients' gradients are never resident at once
-        local_sgd(
-            self.fed,
-            self.sampler,
-            self.theta,
-            self.clients,
-            1,
-            scheduled_lr(self.hp.lr, t, self.hp, self.rounds),
-            optimizer=self.opt,
-        )
+        lr = scheduled_lr(self.hp.lr, t, self.hp, self.rounds)
+        local_sgd(self.fed, self.sampler, self.theta, self.clients, 1, lr, optimizer=self.opt)
 
     def eval_models(self) -> dict[str, Params]:
         return {"personal": self.theta}
