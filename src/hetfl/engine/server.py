@@ -82,7 +82,7 @@ class ServerOptimizer:
         average (``sgd``, η = 1: :func:`is_plain_average`) is ``aggregate`` itself, bit for bit."""
         if self.plain:
             return aggregate
-        if self.m is None and self.v is None:
+        if self.kind != "sgd" and self.m is None:  # the first step of a stateful optimizer
             self._init_state(x)
         lr = self.lr
         out = {}
