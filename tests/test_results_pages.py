@@ -18,6 +18,12 @@ from hetfl.tools import results_pages as rp
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _commit(data_root: Path, path: str, text: str) -> None:
+    """Write one committed table, ``<suite>/<study>/<file>``, under a scratch data folder."""
+    (data_root / path).parent.mkdir(parents=True, exist_ok=True)
+    (data_root / path).write_text(text)
+
+
 def test_committed_pages_agree_with_their_data():
     problems = rp.generate(ROOT, check=True)
     assert not problems, (
@@ -143,11 +149,11 @@ def test_unknown_format_raises():
 
 def test_a_statistic_over_clients_reads_the_per_client_table(tmp_path):
     """``@final_client_mean`` (and the other statistics over clients) read ``clients.csv``, not the summary."""
-    study = tmp_path / "default" / "heart"
-    study.mkdir(parents=True)
-    (study / "clients.csv").write_text(
+    _commit(
+        tmp_path,
+        "default/heart/clients.csv",
         "study,run,metric,final_client_mean,final_client_mean_std,final_worst10,final_worst10_std\n"
-        "heart,a41,test_acc_personal,0.792952,0.0010566,0.730625,0.00961862\n"
+        "heart,a41,test_acc_personal,0.792952,0.0010566,0.730625,0.00961862\n",
     )
     data = rp.Data(tmp_path)
     assert rp.resolve(
@@ -165,14 +171,14 @@ def test_a_statistic_over_clients_reads_the_per_client_table(tmp_path):
 def test_claim_statuses_and_undecided_counts(tmp_path):
     """``status:<study>/<ids>`` gives each claim's status (an undecided one with its seeds to decide) and
     ``undecided:<patterns>`` counts the undecided claims."""
-    study = tmp_path / "default" / "s"
-    study.mkdir(parents=True)
-    (study / "claims.csv").write_text(
+    _commit(
+        tmp_path,
+        "default/s/claims.csv",
         "id,holds,status,seeds_needed\n"
         "A,yes,holds,\n"
         "B,yes,undecided (holds on the means),12\n"
         "C,no,undecided (fails on the means),inf\n"
-        "D,no,does not hold,\n"
+        "D,no,does not hold,\n",
     )
     data = rp.Data(tmp_path)
     got = rp.resolve("status:s/A,B,C,D", data, "default", None, "final", "pct1")
@@ -186,10 +192,70 @@ def test_claim_statuses_and_undecided_counts(tmp_path):
 
 
 def test_a_claims_intervals(tmp_path):
-    study = tmp_path / "default" / "s"
-    study.mkdir(parents=True)
-    (study / "claims.csv").write_text(
-        'id,holds,status,seeds_needed,intervals\nA,yes,holds,,"+0.01 [+0.002, +0.02] (n=3)"\n'
+    _commit(
+        tmp_path,
+        "default/s/claims.csv",
+        'id,holds,status,seeds_needed,intervals\nA,yes,holds,,"+0.01 [+0.002, +0.02] (n=3)"\n',
     )
     got = rp.resolve("interval:s/A", rp.Data(tmp_path), "default", None, "final", "pct1")
     assert got == "+0.01 [+0.002, +0.02] (n=3)"
+
+
+def test_a_claims_operands_comparisons_and_seeds(tmp_path):
+    """``operands:``, ``comparisons:`` and ``seeds:`` read the claim's columns of those names."""
+    _commit(
+        tmp_path,
+        "default/s/claims.csv",
+        "id,holds,status,seeds_needed,seeds_holding,comparisons,operands\n"
+        'A,yes,holds,,3/3,0.24 < 0.28,"a@round=100 = 0.24 ± 0.003 (n=3); b@round=100 = 0.28 ± 0.016 (n=3)"\n'
+        "B,no,does not hold,,1/3,0.3 < 0.29,x\n",
+    )
+    data = rp.Data(tmp_path)
+    assert rp.resolve("seeds:s/A,B", data, "default", None, "final", "pct1") == "3/3; 1/3"
+    assert rp.resolve("comparisons:s/A", data, "default", None, "final", "pct1") == "0.24 < 0.28"
+    got = rp.resolve("operands:s/A", data, "default", None, "final", "pct1")
+    assert got == "a@round=100 = 0.24 ± 0.003 (n=3); b@round=100 = 0.28 ± 0.016 (n=3)"
+    with pytest.raises(rp.ResultsPagesError, match="seeds:<study>/<id>"):
+        rp.resolve("seeds:s", data, "default", None, "final", "pct1")
+
+
+def test_a_runs_time_is_its_seeds_mean_training_seconds(tmp_path):
+    _commit(tmp_path, "paper/s/times.csv", "run,seed,wall_time_s\na,0,1400.2\na,1,1500.4\nb,0,94\n")
+    data = rp.Data(tmp_path)
+    assert rp.resolve("time:a", data, "paper", "s", "final", "pct1") == "1,450"
+    assert rp.render_cell("≈ {time:s/b} s", data, "paper", None, "final", "pct1") == "≈ 94 s"
+    with pytest.raises(rp.ResultsPagesError, match="no run 'c'"):
+        rp.resolve("time:c", data, "paper", "s", "final", "pct1")
+    with pytest.raises(rp.ResultsPagesError, match="names no study"):
+        rp.resolve("time:a", data, "paper", None, "final", "pct1")
+    with pytest.raises(rp.ResultsPagesError, match="no committed training times"):
+        rp.resolve("time:other/a", data, "paper", None, "final", "pct1")
+
+
+def test_refresh_writes_the_times_a_table_reads_from_the_run_records(tmp_path):
+    """A table with ``time:`` refs makes ``--from`` write the study's ``times.csv`` from its ``run.json``s."""
+    from hetfl.pipeline.records import RunRecord
+
+    results = tmp_path / "results"
+    (results / "tables" / "s").mkdir(parents=True)
+    (results / "tables" / "s" / "summary.csv").write_text("study,run,metric\n")
+    (results / "tables" / "s" / "claims.csv").write_text("id,holds\n")
+    for run, seed, wall in [("b", 1, 4.0), ("a", 0, 5.5), ("b", 0, 2.0)]:
+        path = results / "runs" / "s" / run / f"seed={seed}" / "run.json"
+        path.parent.mkdir(parents=True)
+        RunRecord(study="s", run=run, algorithm="fedavg", seed=seed, status="ok", wall_time_s=wall).write(
+            path
+        )
+    root = tmp_path / "repo"
+    (root / rp.SPEC).parent.mkdir(parents=True)
+    (root / "page.md").write_text("<!-- table: t -->\n| run | s |\n|---|---|\n| b | 9 |\n<!-- /table -->\n")
+    (root / rp.SPEC).write_text(
+        yaml.safe_dump({"t": {"page": "page.md", "suite": "x", "study": "s", "rows": {"b": ["{time:b}"]}}})
+    )
+    rp.refresh(results / "tables", root, "x", run="a test")
+    times = (root / rp.DATA / "x" / "s" / "times.csv").read_text()
+    assert times == "run,seed,wall_time_s\na,0,5.5\nb,0,2.0\nb,1,4.0\n"
+    assert rp.generate(root, check=True) == ["page.md: table t, row 'b': page '9', data '3'"]
+    shutil.rmtree(results / "runs" / "s")
+    with pytest.raises(rp.ResultsPagesError, match="no <run>/seed=<s>/run.json"):
+        rp.refresh(results / "tables", root, "x")

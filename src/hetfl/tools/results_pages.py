@@ -29,7 +29,11 @@ written (a label, a paper's number, a dash). A ref is one of
 - ``status:<study>/<id>[,<id>...]``: each claim's status as a cell, ``does not hold``, ``holds`` or
   ``undecided, n seeds to decide`` (its ``seeds_needed``), joined by ``; ``;
 - ``interval:<study>/<id>``: the claim's paired differences with their 95 % intervals (its ``intervals``:
-  ``mean [low, high] (n=k)`` per comparison, joined by ``; ``).
+  ``mean [low, high] (n=k)`` per comparison, joined by ``; ``); likewise ``operands:`` (each operand's
+  ``mean ± std (n)`` at the round the claim reads), ``comparisons:`` (the means compared, ``a < b``) and
+  ``seeds:`` (the seeds on the claimed side, ``h/n``), the claims table's columns of those names;
+- ``time:[study/]run``: the run's training time in seconds (its seeds' ``wall_time_s``, mean over seeds,
+  ``1,450``), from the study's ``times.csv`` (``run, seed, wall_time_s``: the run records' ``run.json``).
 
 A row whose first cell repeats (one study, several claims) is named by its first cells joined by
 `` | `` (``"`baselines_mnist` | B4"``); the cell specs are then for the columns after those.
@@ -59,6 +63,7 @@ import pandas as pd
 import yaml
 
 from hetfl.pipeline.claims_check import needed_text
+from hetfl.pipeline.records import RunRecord
 
 SPEC = Path("docs/results/tables.yaml")
 DATA = Path("docs/results/data")
@@ -75,7 +80,15 @@ FORMAT = re.compile(r"^(?P<kind>pct|dec)(?P<digits>\d)(?P<mean>m?)$")
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 CELL_SPLIT = re.compile(r"(?<!\\)\|")
 MISSING = "—"
-CLAIM_REFS = ("claims", "notholding", "checked", "studies", "undecided", "status", "interval")
+CLAIM_COLUMNS = {
+    "status": "status",
+    "interval": "intervals",
+    "operands": "operands",
+    "comparisons": "comparisons",
+    "seeds": "seeds_holding",
+}
+"""A ref kind that reads one claim's column (``<kind>:<study>/<id>``) -> the claims table's column."""
+CLAIM_REFS = ("claims", "notholding", "checked", "studies", "undecided", *CLAIM_COLUMNS)
 
 
 class ResultsPagesError(ValueError):
@@ -104,14 +117,19 @@ class Data:
         suite has no such file."""
         return self._table(suite, study, "clients.csv", "per-client table")
 
-    def _table(self, suite: str, study: str, name: str, what: str) -> pd.DataFrame:
-        """A committed table of the study indexed by (run, metric), read once."""
+    def times(self, suite: str, study: str) -> pd.DataFrame:
+        """The study's ``times.csv`` (``run``, ``seed``, ``wall_time_s``) indexed by run; raises
+        :class:`ResultsPagesError` when the suite has no such file."""
+        return self._table(suite, study, "times.csv", "training times", index=["run"])
+
+    def _table(self, suite: str, study: str, name: str, what: str, index=("run", "metric")) -> pd.DataFrame:
+        """A committed table of the study indexed by ``index``, read once."""
         key = (suite, study, name)
         if key not in self._tables:
             path = self.root / suite / study / name
             if not path.is_file():
                 raise ResultsPagesError(f"no committed {what} {path}")
-            self._tables[key] = pd.read_csv(path).set_index(["run", "metric"])
+            self._tables[key] = pd.read_csv(path).set_index(list(index))
         return self._tables[key]
 
     def studies(self, suite: str, patterns: list[str]) -> list[str]:
@@ -167,8 +185,10 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
         ResultsPagesError: a malformed ref, an unknown statistic, or a run/metric not in the summary.
     """
     kind, _, rest = ref.partition(":")
-    if kind in ("status", "interval") and rest:
-        return claim_statuses(data, suite, rest, column="status" if kind == "status" else "intervals")
+    if kind in CLAIM_COLUMNS and rest:
+        return claim_statuses(data, suite, rest, kind)
+    if kind == "time" and rest:
+        return run_time(data, suite, study, rest)
     if kind in CLAIM_REFS and rest:
         patterns = [p.strip() for p in rest.split(",")]
         if kind == "studies":
@@ -202,14 +222,14 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
     return format_value(row[mean], row[f"{stat}_std"], match["format"] or fmt)
 
 
-def claim_statuses(data: Data, suite: str, rest: str, column: str = "status") -> str:
-    """The text of ``status:<study>/<id>[,<id>...]`` (``column`` status) or ``interval:<study>/<id>``
-    (``column`` intervals) (the module's docstring).
+def claim_statuses(data: Data, suite: str, rest: str, kind: str = "status") -> str:
+    """The text of ``<kind>:<study>/<id>[,<id>...]``: each claim's column :data:`CLAIM_COLUMNS` names for
+    ``kind``, an undecided status with its seeds to decide, joined by ``; `` (the module's docstring).
 
     Raises:
         ResultsPagesError: no ``/``, or an id not among the study's claims.
     """
-    kind = "status" if column == "status" else "interval"
+    column = CLAIM_COLUMNS[kind]
     study, slash, ids = rest.partition("/")
     if not slash or not ids:
         raise ResultsPagesError(f"ref {{{kind}:{rest}}}: {kind}:<study>/<id>[,<id>...]")
@@ -223,6 +243,22 @@ def claim_statuses(data: Data, suite: str, rest: str, column: str = "status") ->
             status = f"undecided, {needed_text(float(needed))} seeds to decide"
         texts.append(status)
     return "; ".join(texts)
+
+
+def run_time(data: Data, suite: str, study: str | None, rest: str) -> str:
+    """The text of ``time:[study/]run``: the run's training seconds, mean over its seeds, as ``1,450``.
+
+    Raises:
+        ResultsPagesError: no study, no ``times.csv``, or no row of the run.
+    """
+    named, slash, run = rest.rpartition("/")
+    study = named if slash else study
+    if study is None:
+        raise ResultsPagesError(f"ref {{time:{rest}}} names no study and its row or table has none")
+    times = data.times(suite, study)
+    if run not in times.index:
+        raise ResultsPagesError(f"ref {{time:{rest}}}: no run {run!r} in {suite}/{study}/times.csv")
+    return f"{float(times.loc[[run], 'wall_time_s'].mean()):,.0f}"
 
 
 def render_cell(template: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
@@ -388,7 +424,9 @@ def _differences(page: str, old: str, new: str) -> list[str]:
 
 def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: str = "") -> list[str]:
     """Copy a suite run's tables into the committed data: every study's ``claims.csv``, and the
-    ``summary.csv`` of each study a table of ``suite`` reads; write the suite's ``source.yaml``.
+    ``summary.csv`` (``clients.csv``) of each study whose summary (per-client statistics) a table of
+    ``suite`` reads; write the ``times.csv`` (:func:`run_times`) of each study whose times a table reads,
+    and the suite's ``source.yaml``.
 
     Args:
         tables: a run's ``results/tables`` (one folder per study).
@@ -400,13 +438,14 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         The studies copied.
 
     Raises:
-        ResultsPagesError: ``tables`` holds no study, or lacks a summary a table needs.
+        ResultsPagesError: ``tables`` holds no study, or lacks a summary or run records a table needs.
     """
     studies = sorted(p.parent.name for p in Path(tables).glob("*/summary.csv"))
     if not studies:
         raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
     specs = load_specs(root / SPEC)
-    needed, per_client = _studies_read(specs, suite), _studies_read(specs, suite, clients=True)
+    needed, per_client = _studies_read(specs, suite), _studies_read(specs, suite, "clients")
+    timed = _studies_read(specs, suite, "times")
     absent = sorted(needed - set(studies))
     if absent:
         raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
@@ -422,6 +461,8 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         ):
             if (Path(tables) / study / name).is_file():
                 shutil.copyfile(Path(tables) / study / name, target / study / name)
+        if study in timed:  # the run's results/runs beside its results/tables
+            run_times(Path(tables).parent / "runs", study).to_csv(target / study / "times.csv", index=False)
     source = {
         "suite": suite,
         "run": run or "not stated (--run)",
@@ -433,9 +474,10 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
     return studies
 
 
-def _studies_read(pages: dict[str, dict[str, dict]], suite: str, clients: bool = False) -> set[str]:
-    """The studies whose summary the tables of ``suite`` read (table, row or ref study); ``clients``: those whose
-    per-client table they read (a statistic of :data:`CLIENT_STATS`)."""
+def _studies_read(pages: dict[str, dict[str, dict]], suite: str, table: str = "summary") -> set[str]:
+    """The studies of ``suite`` whose ``table`` the pages' tables read (table, row or ref study):
+    ``summary``; ``clients``, the per-client table (a statistic of :data:`CLIENT_STATS`); ``times`` (a
+    ``time:`` ref)."""
     out = set()
     for specs in pages.values():
         for spec in specs.values():
@@ -448,16 +490,38 @@ def _studies_read(pages: dict[str, dict[str, dict]], suite: str, clients: bool =
                     if cell is None:
                         continue
                     refs = PLACEHOLDER.findall(str(cell)) if "{" in str(cell) else [str(cell)]
-                    for ref in refs:
-                        match = REF.match(ref.strip())
-                        stat = (match["stat"] or row.get("stat") or spec.get("stat")) if match else None
-                        if (
-                            match
-                            and ref.partition(":")[0] not in CLAIM_REFS
-                            and (stat in CLIENT_STATS or not clients)
-                        ):
-                            out.add(match["study"] or default)
+                    for ref in (r.strip() for r in refs):
+                        kind, _, rest = ref.partition(":")
+                        if kind == "time":
+                            if table == "times":
+                                out.add(rest.rpartition("/")[0] or default)
+                            continue
+                        match = REF.match(ref) if kind not in CLAIM_REFS else None
+                        if match and table != "times":
+                            stat = match["stat"] or row.get("stat") or spec.get("stat")
+                            if table == "summary" or stat in CLIENT_STATS:
+                                out.add(match["study"] or default)
     return out - {None}
+
+
+def run_times(runs: Path, study: str) -> pd.DataFrame:
+    """``run, seed, wall_time_s`` of every seed of ``study`` under a suite's ``results/runs`` (its
+    ``run.json``, :class:`~hetfl.pipeline.records.RunRecord`), sorted by run and seed.
+
+    Raises:
+        ResultsPagesError: the study has no run record.
+    """
+    rows = [
+        {
+            "run": f.parent.parent.name,
+            "seed": int(f.parent.name.removeprefix("seed=")),
+            "wall_time_s": RunRecord.read(f).wall_time_s,
+        }
+        for f in sorted((runs / study).glob("*/seed=*/run.json"))
+    ]
+    if not rows:
+        raise ResultsPagesError(f"{runs / study}: no <run>/seed=<s>/run.json, whose times the pages read")
+    return pd.DataFrame(rows).sort_values(["run", "seed"], kind="stable")
 
 
 def main(argv: list[str] | None = None) -> None:
