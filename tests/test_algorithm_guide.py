@@ -32,3 +32,23 @@ def test_every_repository_path_the_guide_names_exists():
     named |= {f"docs/{p}" for p in re.findall(r"\]\(\.\./(?!\.\./)([\w./#-]+)\)", TEXT)}
     missing = sorted(p for p in named if not (ROOT / p.split("#")[0]).exists())
     assert len(named) > 10 and not missing, missing
+
+
+def test_the_test_counts_the_guide_states_are_what_pytest_collects():
+    """Each ``python -m pytest -q <files> [-k name]`` block the guide follows with "reports `N passed`" collects N
+    tests (collection only: what running them reports is the suite's own business)."""
+    import subprocess
+    import sys
+
+    stated = re.findall(r"```bash\npython -m pytest -q ([^\n]+)\n```\n\nreports `(\d+) passed`", TEXT)
+    assert len(stated) == 2, stated
+    for args, count in stated:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args.split()],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        collected = re.search(r"(\d+)(?:/\d+)? tests? (?:collected|selected)", out)
+        assert collected and collected[1] == count, (args, count, out[-300:])
