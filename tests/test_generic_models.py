@@ -134,11 +134,11 @@ def small(name: str, split: str = "none", dtype=torch.float64):
 
 
 @pytest.mark.parametrize("per_client_grad", [False, True], ids=["autograd", "vmap-grad"])
-@pytest.mark.parametrize("name", list(SMALL))
-def test_registered_models_match_their_module_client_by_client(name, per_client_grad):
-    """vmap over clients of GroupNorm and of the LSTM recurrence (and grad under vmap): outputs and gradients
-    equal the plain module run on each client alone (float64)."""
-    fed = small(name)
+@pytest.mark.parametrize("name,split", [("resnet18", "none"), ("resnet18", "adapter"), ("char_lstm", "none")])
+def test_registered_models_match_their_module_client_by_client(name, split, per_client_grad):
+    """vmap over clients of GroupNorm, of ResNet-18's residual adapters and of the LSTM recurrence (and grad
+    under vmap): outputs and gradients equal the plain module run on each client alone (float64)."""
+    fed = small(name, split)
     model = fed.model
     model.per_client_grad = per_client_grad
     params = model.init(torch.Generator().manual_seed(0), torch.float64, count=3)
@@ -176,6 +176,25 @@ def test_registered_models_match_their_module_client_by_client(name, per_client_
             "none",
         ),
         ("resnet18", "fedalt", {"lr": 0.1, "local_steps": 2, "batch_size": 4, "finetune_steps": 1}, "output"),
+        (
+            "resnet18",
+            "fedalt",
+            {"lr": 0.1, "local_steps": 2, "batch_size": 4, "finetune_steps": 1},
+            "adapter",
+        ),
+        (
+            "resnet18",
+            "ffgg",
+            {
+                "lr_theta": 0.1,
+                "lr_w": 0.1,
+                "tau": 2,
+                "local_theta_steps": 2,
+                "batch_size": 4,
+                "finetune_steps": 1,
+            },
+            "adapter",
+        ),
         ("char_lstm", "fedalt", {"lr": 0.1, "local_steps": 2, "batch_size": 4, "finetune_steps": 1}, "input"),
     ],
 )
@@ -222,6 +241,37 @@ def test_resnet18_has_the_paper_size_and_personal_stem_or_classifier():
     assert out.personal_keys() == ["fc.weight", "fc.bias"]
     stem = build_model(normalize_model_spec({"name": "resnet18", "split": "input"}, "m"), (3, 32, 32), 10)
     assert stem.personal_keys() == ["conv1.weight"]
+
+
+def test_resnet18_adapters_are_pillutla_et_als_and_start_near_the_model_without_them():
+    """``split: adapter``: two residual adapters a block (1×1 convolution after a GroupNorm, weights of std
+    1e-4) and the stem's and blocks' gn1, gn2 personal, not the shortcuts'; the base parameters are those of the
+    model without adapters, and with the adapters' weights at zero the two models compute the same."""
+    spec = {"name": "resnet18", "width": 4, "norm_groups": 2}
+    plain = build_model(normalize_model_spec(spec, "m"), (3, 8, 8), 3)
+    adapted = build_model(normalize_model_spec({**spec, "split": "adapter"}, "m"), (3, 8, 8), 3)
+    personal = adapted.personal_keys()
+    assert all(".adapter" in k or k.split(".")[-2] in ("gn1", "gn2") for k in personal)
+    assert {k for k in adapted.shapes() if ".adapter" in k} <= set(personal)
+    assert "layer1.0.adapter2.conv.weight" in personal and "gn1.weight" in personal
+    assert "layer2.0.shortcut.1.weight" not in personal and "conv1.weight" not in personal
+    assert sum(".adapter" in k and k.endswith("conv.weight") for k in personal) == 16  # 8 blocks × 2
+    a = adapted.init(torch.Generator().manual_seed(3), torch.float64, count=2)
+    b = plain.init(torch.Generator().manual_seed(3), torch.float64, count=2)
+    assert list(b) == [k for k in a if ".adapter" not in k]
+    assert all(torch.equal(a[k], b[k]) for k in b)
+    weights = torch.cat([v.flatten() for k, v in a.items() if k.endswith("conv.weight") and ".adapter" in k])
+    assert 0.5e-4 < float(weights.std()) < 2e-4
+    x = torch.randn(2, 5, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    near = adapted.forward(a, x)
+    assert 0 < float((near - plain.forward(b, x)).abs().max()) < 1e-2
+    zeroed = {
+        k: torch.zeros_like(v) if ".adapter" in k and k.endswith("conv.weight") else v for k, v in a.items()
+    }
+    torch.testing.assert_close(adapted.forward(zeroed, x), plain.forward(b, x), rtol=0, atol=1e-12)
+    y = torch.randint(0, 3, (2, 5), generator=torch.Generator().manual_seed(1))
+    _, grads = adapted.loss_grads(a, x, y, None)
+    assert all(float(grads[k].abs().sum()) > 0 for k in personal)  # every adapter is on the forward path
 
 
 def test_module_init_is_deterministic_leaves_the_global_rng_alone_and_draws_per_copy():

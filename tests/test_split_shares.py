@@ -17,6 +17,7 @@ def test_a_cnns_input_and_output_are_small_a_perceptrons_input_is_almost_all():
     assert share("cnn", "output", channels=[8, 16], hidden=32) < 0.02
     assert share("dnn", "input", hidden=64) > 0.98
     assert share("resnet18", "input", shape=(3, 32, 32)) < 0.001
+    assert 0.1 < share("resnet18", "adapter", shape=(3, 32, 32)) < 0.13  # Pillutla et al.'s residual adapters
     assert 0.05 < share("cnn", "adapter", channels=[8, 16], hidden=32, adapter_rank=4) < 0.2
 
 

@@ -12,7 +12,8 @@
 | ``char_lstm`` | embedding → stacked LSTM → Linear, next-character prediction (LEAF Shakespeare), through ``torch.func`` | ``vocab`` (80), ``embed`` (8), ``hidden`` (256), ``layers`` (2), ``init`` |
 
 Every model also takes ``split`` (``none``, ``input``, ``output``, ``adapter``: which parameters are
-personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4); the ``torch.func`` models refuse ``adapter``.
+personal, ``hetfl.models.adapters``) and ``adapter_rank`` (4); the ``torch.func`` models refuse ``adapter``
+but ``resnet18``, whose ``adapter`` split is Pillutla et al.'s residual adapters (``hetfl.models.resnet``).
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ Initialization (option ``init``):
 
 Splits: ``none``, ``input`` (the parameters of the first submodule that has any, in ``named_parameters()``
 order, are personal), ``output`` (the last one's). ``adapter`` (LoRA) is refused: a generic module's layers
-are not known to be linear maps that take a low-rank correction.
+are not known to be linear maps that take a low-rank correction; a subclass whose module builds adapters of
+its own takes it (``ModuleModel.module_adapters``: ``resnet18``'s residual adapters).
 """
 
 from __future__ import annotations
@@ -165,16 +166,20 @@ class ModuleModel(BatchedModel):
 
     Args:
         init: ``module`` or ``uniform`` (module docstring).
-        split: ``none``, ``input`` or ``output``.
+        split: ``none``, ``input`` or ``output`` (``adapter`` where the subclass builds its own adapters,
+            :attr:`module_adapters`).
 
     Raises:
-        ModelOptionError: ``adapter`` split, an unknown ``init``, ``init: uniform`` on a parameter without
+        ModelOptionError: ``adapter`` split of a module without adapters, an unknown ``init``, ``init: uniform`` on a parameter without
             a fan-in, a module the engine cannot run (BatchNorm, dropout, nn.LSTM, ...), a forward that
             fails or does not map ``[B, *sample_shape]`` to ``[B, K]``.
     """
 
     config_options: ClassVar[dict[str, Any]] = {"init": "module"}
     """Options besides ``options`` that :meth:`normalize_config_options` checks (strings, mappings)."""
+    module_adapters: ClassVar[bool] = False
+    """True where :meth:`build_module` adds the ``adapter`` split's adapters itself (it reads
+    ``self.split``) and :meth:`personal_keys` names them; otherwise ``split: adapter`` is refused."""
     rows_exact_in_float32: ClassVar[bool] = False  # any module: vmap batches its convolutions (oneDNN)
     per_client_grad: bool = False
     """How :meth:`loss_grads` differentiates: False, autograd through the vmapped forward; True,
@@ -189,7 +194,7 @@ class ModuleModel(BatchedModel):
         adapter_rank: int = 4,
     ):
         super().__init__(sample_shape, num_classes, split=split, adapter_rank=adapter_rank)
-        if split == "adapter":
+        if split == "adapter" and not self.module_adapters:
             raise ModelOptionError(
                 "split",
                 f"model {self.describe()}: split 'adapter' (LoRA) needs hand-written layers; a generic "
@@ -285,7 +290,7 @@ class ModuleModel(BatchedModel):
         public = {
             k: v
             for k, v in vars(self).items()
-            if not k.startswith("_") and k not in ("split", "adapter_rank")
+            if not k.startswith("_") and (k not in ("split", "adapter_rank") or self.module_adapters)
         }
         key = (type(self), tuple(sorted((k, repr(v)) for k, v in public.items())))
         cached = _CHECKED.get(key)
@@ -358,6 +363,10 @@ class ModuleModel(BatchedModel):
         """The module's parameters in ``named_parameters()`` order: name -> (shape, fan_in of the
         ``uniform`` rule, 0 where it has none)."""
         return {k: (shape, self._fan_in[k] or 0) for k, shape in self._param_shapes.items()}
+
+    def shapes(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """Every parameter: the module's (:meth:`layer_shapes`; a module's own adapters are among them)."""
+        return self.layer_shapes()
 
     def init(
         self,

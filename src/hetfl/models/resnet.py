@@ -13,6 +13,17 @@ torchvision is not used (no dependency): the module is written here.
 Initialization (``init: module``): torchvision's ResNet rule, convolutions ``kaiming_normal_(fan_out,
 relu)``, GroupNorm scale 1 and shift 0, the classifier PyTorch's default. 11,173,962 parameters at
 ``width`` 64 with 10 classes (11,220,132 with 100). ``width`` scales every stage (64 = the paper's).
+
+``split: adapter``: residual adapters with personal normalization, the personal part of Pillutla, Malik,
+Mohamed, Rabbat, Sanjabi, Xiao, "Federated Learning with Partial Model Personalization" (ICML 2022, Sec. 5),
+whose setup FFGG's Table 2 follows (Mishchenko et al., TMLR 2025, Sec. 5.3). As their code
+(``pfl/models/resnet_utils.py``: ``AdapterBlock``, ``split_server_and_client_params``, mode ``adapter``)
+builds them: after each of a basic block's two convolutions, ``h ← h + conv1x1(GroupNorm(h))`` (Rebuffi,
+Bilen, Vedaldi, NeurIPS 2017), the 1×1 weights drawn from N(0, 10⁻⁸) (std 10⁻⁴), so that a block starts as
+the one without adapters up to 10⁻⁴; personal are the adapters and every GroupNorm of the stem and of the
+blocks' two convolutions (their ``bn1``, ``bn2``; not the shortcuts'). The adapters are drawn after the base
+model, so the base parameters are those of the model without them. 11.2 % of the parameters at ``width`` 64 with
+10 classes (1,408,128 of 12,574,282; ``python -m hetfl.tools.split_shares``).
 """
 
 from __future__ import annotations
@@ -48,9 +59,36 @@ class BasicBlock(nn.Module):
                 nn.Conv2d(channels_in, channels_out, 1, stride, bias=False), _norm(groups, channels_out)
             )
 
+        self.adapter1: ResidualAdapter | None = None
+        self.adapter2: ResidualAdapter | None = None
+
+    def add_adapters(self, groups: int) -> None:
+        """Add the residual adapter after each convolution (:class:`ResidualAdapter`)."""
+        channels = self.conv2.out_channels
+        self.adapter1, self.adapter2 = ResidualAdapter(channels, groups), ResidualAdapter(channels, groups)
+
     def forward(self, x: Tensor) -> Tensor:
-        h = F.relu(self.gn1(self.conv1(x)))
-        return F.relu(self.gn2(self.conv2(h)) + self.shortcut(x))
+        h = self.conv1(x)
+        if self.adapter1 is not None:
+            h = self.adapter1(h)
+        h = self.conv2(F.relu(self.gn1(h)))
+        if self.adapter2 is not None:
+            h = self.adapter2(h)
+        return F.relu(self.gn2(h) + self.shortcut(x))
+
+
+class ResidualAdapter(nn.Module):
+    """A residual adapter: ``x + conv1x1(GroupNorm(x))`` on ``x [B, c, H, W]``, the 1×1 weights ``[c, c, 1, 1]``
+    drawn from N(0, 10⁻⁸) (Pillutla et al.'s ``AdapterBlock`` without dropout)."""
+
+    def __init__(self, channels: int, groups: int):
+        super().__init__()
+        self.norm = _norm(groups, channels)
+        self.conv = nn.Conv2d(channels, channels, 1, bias=False)
+        nn.init.normal_(self.conv.weight, 0.0, 1e-4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv(self.norm(x))
 
 
 class ResNet18GN(nn.Module):
@@ -58,10 +96,13 @@ class ResNet18GN(nn.Module):
 
     Args:
         channels: input channels. num_classes: K. width: the first stage's width (64).
-        groups: GroupNorm groups (2).
+        groups: GroupNorm groups (2). adapters: add each block's residual adapters (module docstring),
+            drawn after the base parameters.
     """
 
-    def __init__(self, channels: int, num_classes: int, width: int = 64, groups: int = 2):
+    def __init__(
+        self, channels: int, num_classes: int, width: int = 64, groups: int = 2, adapters: bool = False
+    ):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, width, 3, 1, 1, bias=False)
         self.gn1 = _norm(groups, width)
@@ -77,6 +118,10 @@ class ResNet18GN(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        if adapters:
+            for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
+                for block in stage:
+                    block.add_adapters(groups)
 
     def forward(self, x: Tensor) -> Tensor:
         h = F.relu(self.gn1(self.conv1(x)))
@@ -89,7 +134,9 @@ class ResNet18(ModuleModel):
 
     Params: the module's, e.g. ``conv1.weight [C, 64, ch, 3, 3]``, ``gn1.weight [C, 64]``,
     ``layer2.0.shortcut.0.weight [C, 128, 64, 1, 1]``, ``fc.weight [C, K, 512]``, ``fc.bias [C, K]``.
-    ``split: input`` makes the stem convolution personal, ``output`` the classifier.
+    ``split: input`` makes the stem convolution personal, ``output`` the classifier, ``adapter`` the residual
+    adapters and the personal normalization (module docstring: ``layer1.0.adapter1.conv.weight [C, 64, 64, 1,
+    1]``, ``layer1.0.adapter1.norm.weight [C, 64]``, ``gn1.weight [C, 64]``, ``layer1.0.gn2.bias [C, 64]``, ...).
 
     Raises:
         ModelOptionError: the input is not an image ``(channels, H, W)``, ``norm_groups`` does not divide
@@ -97,6 +144,7 @@ class ResNet18(ModuleModel):
     """
 
     name = "resnet18"
+    module_adapters = True
 
     @dataclasses.dataclass(frozen=True)
     class Options(ModelOptions):
@@ -116,7 +164,20 @@ class ResNet18(ModuleModel):
         super().__init__(sample_shape, num_classes, **rest)
 
     def build_module(self) -> nn.Module:
-        return ResNet18GN(self.sample_shape[0], self.num_classes, self.width, self.norm_groups)
+        return ResNet18GN(
+            self.sample_shape[0],
+            self.num_classes,
+            self.width,
+            self.norm_groups,
+            adapters=self.split == "adapter",
+        )
+
+    def personal_keys(self) -> list[str]:
+        """As :meth:`BatchedModel.personal_keys`; ``adapter``: the adapters' parameters and those of the stem's and
+        the blocks' ``gn1``, ``gn2`` (Pillutla et al.'s ``adapter`` mode: names with ``adapter``, ``bn1``, ``bn2``)."""
+        if self.split != "adapter":
+            return super().personal_keys()
+        return [k for k in self.shapes() if ".adapter" in k or k.split(".")[-2] in ("gn1", "gn2")]
 
 
 MODELS = [ResNet18]
