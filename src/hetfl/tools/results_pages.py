@@ -186,7 +186,7 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
     """
     kind, _, rest = ref.partition(":")
     if kind in CLAIM_COLUMNS and rest:
-        return claim_statuses(data, suite, rest, kind)
+        return claim_columns(data, suite, rest, kind)
     if kind == "time" and rest:
         return run_time(data, suite, study, rest)
     if kind in CLAIM_REFS and rest:
@@ -222,7 +222,7 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
     return format_value(row[mean], row[f"{stat}_std"], match["format"] or fmt)
 
 
-def claim_statuses(data: Data, suite: str, rest: str, kind: str = "status") -> str:
+def claim_columns(data: Data, suite: str, rest: str, kind: str = "status") -> str:
     """The text of ``<kind>:<study>/<id>[,<id>...]``: each claim's column :data:`CLAIM_COLUMNS` names for
     ``kind``, an undecided status with its seeds to decide, joined by ``; `` (the module's docstring).
 
