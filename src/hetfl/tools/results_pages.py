@@ -511,14 +511,8 @@ def run_times(runs: Path, study: str) -> pd.DataFrame:
     Raises:
         ResultsPagesError: the study has no run record.
     """
-    rows = [
-        {
-            "run": f.parent.parent.name,
-            "seed": int(f.parent.name.removeprefix("seed=")),
-            "wall_time_s": RunRecord.read(f).wall_time_s,
-        }
-        for f in sorted((runs / study).glob("*/seed=*/run.json"))
-    ]
+    records = [RunRecord.read(f) for f in sorted((runs / study).glob("*/seed=*/run.json"))]
+    rows = [{"run": r.run, "seed": r.seed, "wall_time_s": r.wall_time_s} for r in records]
     if not rows:
         raise ResultsPagesError(f"{runs / study}: no <run>/seed=<s>/run.json, whose times the pages read")
     return pd.DataFrame(rows).sort_values(["run", "seed"], kind="stable")
