@@ -162,10 +162,45 @@ def test_a_tuned_run_has_its_points_on_the_tuning_seeds():
     assert default_seeds.tuning["fedavg"].seeds == [0, 1]
 
 
+def test_tune_val_fraction_holds_validation_out_of_the_grid_points_only():
+    s = suite(**{"partition.val_fraction": None, "runs.fedavg.tune.val_fraction": 0.25}).studies["s"]
+    run, point = s.runs["fedavg"], s.points["fedavg@lr=0.1"]
+    assert "val_fraction" not in run.partition and point.partition["val_fraction"] == 0.25
+    assert {k: v for k, v in point.partition.items() if k != "val_fraction"} == run.partition
+    assert run.partition_id == s.runs["local"].partition_id != point.partition_id
+    assert "val_acc_global" in point.metrics and not [m for m in run.metrics if m.startswith("val_")]
+    assert json.loads(s.run_json("fedavg"))["tune"]["val_fraction"] == 0.25
+    # over the study's own share, the tune block's share is the points'
+    both = suite(**{"runs.fedavg.tune.val_fraction": 0.4}).studies["s"]
+    assert both.points["fedavg@lr=0.1"].partition["val_fraction"] == 0.4
+    assert both.runs["fedavg"].partition["val_fraction"] == 0.2
+
+
+def test_tune_val_fraction_on_a_generated_problem_is_refused():
+    study = {
+        "problem": {"name": "quadratic_game", "num_clients": 4, "dim_x": 2, "dim_y": 2},
+        "rounds": 2,
+        "seeds": [0],
+        "runs": {"gda": {"algorithm": "local_sgda", "tune": {"grid": {"lr": [0.1]}, "metric": "val_loss_global",
+                                                             "val_fraction": 0.2}}},
+    }  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        build_suite({"studies": {"q": study}})
+    assert err.value.key == "studies.q.runs.gda.tune.val_fraction" and "no partition" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "change,key,message",
     [
         ({"partition.val_fraction": None}, "studies.s.runs.fedavg.tune.metric", "val_fraction"),
+        ({"runs.fedavg.tune.val_fraction": 0.0}, "studies.s.runs.fedavg.tune.val_fraction", "(0.0, 1.0)"),
+        ({"runs.fedavg.tune.val_fraction": 1.0}, "studies.s.runs.fedavg.tune.val_fraction", "(0.0, 1.0)"),
+        (
+            {"runs.fedavg.tune.val_fraction": float("nan")},
+            "studies.s.runs.fedavg.tune.val_fraction",
+            "finite",
+        ),
+        ({"runs.fedavg.tune.val_fraction": True}, "studies.s.runs.fedavg.tune.val_fraction", "number"),
         (
             {"runs.fedavg.tune.metric": "test_acc_global"},
             "studies.s.runs.fedavg.tune.metric",

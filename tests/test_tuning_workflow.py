@@ -7,10 +7,13 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from hetfl.data.clients import Partition
+from hetfl.data.partition import partition_id
 from hetfl.pipeline.records import RunRecord
 from tests.conftest import TINY_STUDY
 from tests.workflow_repo import REPO, copy_repo, planned, snakemake
@@ -33,11 +36,18 @@ STUDY = {
     },
     "figures": ["test_acc_personal"],
 }
+# validation held out of the grid points only (tune.val_fraction): the run trains on every training sample
+HELD_OUT = {
+    **{k: v for k, v in STUDY.items() if k not in ("partition", "runs", "figures")},
+    "partition": TINY_STUDY["partition"],
+    "runs": {"fedavg": {"algorithm": "fedavg", "tune": {
+        "grid": {"lr": [0.0001, 0.3]}, "seeds": [5], "metric": "val_loss_global", "val_fraction": 0.25}}},
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    root = copy_repo(tmp_path_factory.mktemp("tune"), {"studies": {"t": STUDY}})
+    root = copy_repo(tmp_path_factory.mktemp("tune"), {"studies": {"t": STUDY, "v": HELD_OUT}})
     snakemake(root)
     return root
 
@@ -62,6 +72,24 @@ def test_the_grid_trains_on_the_tuning_seeds_and_the_run_trains_with_the_choice(
     assert "Nothing to be done" in snakemake(repo, "-n").stdout
 
 
+def test_tune_val_fraction_holds_validation_out_of_the_grid_points_only(repo):
+    point = RunRecord.read(repo / "results/runs/v/fedavg@lr=0.3/seed=5/run.json").spec
+    run = RunRecord.read(repo / "results/runs/v/fedavg/seed=0/run.json").spec
+    assert point["partition"]["val_fraction"] == 0.25 and "val_fraction" not in run["partition"]
+    assert run["hyperparameters"]["lr"] == 0.3 and run["tune"]["val_fraction"] == 0.25
+    point_metrics = set(pd.read_csv(repo / "results/runs/v/fedavg@lr=0.3/seed=5/metrics.csv")["metric"])
+    run_metrics = set(pd.read_csv(repo / "results/runs/v/fedavg/seed=0/metrics.csv")["metric"])
+    assert "val_loss_global" in point_metrics and not {m for m in run_metrics if m.startswith("val_")}
+    files = {
+        name: Partition.load(repo / f"results/partitions/digits/{pid}/seed={seed}/clients.npz")
+        for name, spec, seed in (("point", point, 5), ("run", run, 0))
+        for pid in [partition_id({k: v for k, v in spec["partition"].items() if k != "seed"})]
+    }
+    assert files["run"].val is None  # the run's clients train on all of their training samples
+    held, kept = map(np.array, ([v.size for v in files["point"].val], [t.size for t in files["point"].train]))
+    assert (held == np.maximum(1, ((held + kept) * 0.25).astype(int))).all()  # a quarter held out per client
+
+
 def test_changing_the_grid_reruns_only_that_runs_tuning(repo):
     override = repo / "more.yaml"
     grid = {"lr": [0.0001, 0.3, 0.1]}
@@ -84,7 +112,7 @@ def test_editing_apply_choice_retrains_with_the_choice(repo):
     try:
         path.write_text(original.replace(old, old + "    unknown = list(unknown)\n"))
         jobs = planned(repo)
-        trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train")
+        trains = sorted((w["run"], w["seed"]) for rule, w in jobs if rule == "train" and w["study"] == "t")
         points = [(f"fedavg@lr={lr}", str(seed)) for lr in (0.0001, 0.3) for seed in (5, 6)]
         assert trains == sorted([("fedavg", "0"), ("local", "0"), *points])
         assert not [rule for rule, _ in jobs if rule in ("data", "partition", "partition_stats")]

@@ -8,14 +8,20 @@ A run declares::
         tune:
           grid: {lr: [0.01, 0.03, 0.1], local_steps: [10, 20]}   # its hyper-parameters' candidates
           seeds: [100, 101]          # the tuning seeds (default: the study's seeds)
-          metric: val_acc_global     # a validation metric the run reports (partition.val_fraction > 0)
+          metric: val_acc_global     # a validation metric (partition.val_fraction > 0, or val_fraction below)
           at: final                  # round rule: final | best | last<k> (mean of the last k evaluations)
+          val_fraction: 0.2          # optional: the grid points hold this share of each client's training
+                                     # samples out (the run itself trains on all of them)
 
 Every grid point is an ordinary training run, labelled ``fedavg@lr=0.01-local_steps=10`` (``@`` cannot
 appear in a user's run label), trained on each tuning seed. The ``tune`` stage scores each point by the
 declared validation metric under the round rule, averaged over the tuning seeds, and picks the best
 (highest, or lowest for a loss; the first in grid order on ties; a point that diverged on any seed is
-never picked); the run then trains on the study's seeds with the chosen values. The selection reads only
+never picked); the run then trains on the study's seeds with the chosen values. With ``val_fraction``, only the
+grid points hold a validation share out of each client's training samples (their partition is the run's with
+that ``val_fraction``): the run then trains, with the chosen values, on all of its training samples, as one
+retrains on the whole training set after choosing on a held-out part. That suits clients with few samples (a
+hospital with 30 patients), whose final models should not give up a tenth of them. The selection reads only
 the rows of the declared validation metric: test data never decide anything. The scores of every point
 and the choice are ``results/tables/<study>/tuning.csv``. Changing the grid trains only the new points
 and reruns the selection and the run.
@@ -63,6 +69,8 @@ class Tuning:
         metric: the validation metric that decides (``val_*``).
         at: ``final``, ``best`` or ``last<k>``.
         points: point label -> its hyper-parameter values (one per combination of ``grid``).
+        val_fraction: the validation share the grid points alone hold out (their partition's
+            ``val_fraction``), or None: the points train on the run's own partition.
     """
 
     run: str
@@ -71,10 +79,13 @@ class Tuning:
     metric: str
     at: str
     points: dict[str, dict[str, Any]] = field(default_factory=dict)
+    val_fraction: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The block as the run's spec carries it (JSON-serializable)."""
-        return {"grid": self.grid, "seeds": self.seeds, "metric": self.metric, "at": self.at}
+        """The block as the run's spec carries it (JSON-serializable; ``val_fraction`` only when set, so that a
+        block without it is recorded as before)."""
+        out = {"grid": self.grid, "seeds": self.seeds, "metric": self.metric, "at": self.at}
+        return out if self.val_fraction is None else {**out, "val_fraction": self.val_fraction}
 
 
 def _value_text(value: Any) -> str:
@@ -121,12 +132,14 @@ class TuneSpec(ConfigOptions):
     """A ``tune:`` block as the config writes it (module docstring): ``grid`` (hyper-parameter -> non-empty
     list of candidates; which hyper-parameters the run's algorithm has is checked with the run), ``metric`` (a
     validation metric; that the run reports it is checked later), ``seeds`` (null: the study's) and ``at``
-    (``final`` | ``best`` | ``last<k>``)."""
+    (``final`` | ``best`` | ``last<k>``) and ``val_fraction`` (null, or in (0, 1): the share of each client's
+    training samples the grid points alone hold out)."""
 
     grid: dict = option(REQUIRED, check=_grid)
     metric: str = option(REQUIRED, check=_validation_metric)
     seeds: list | None = option(None, check=lambda v, k: None if v is None else _seeds(v, k))
     at: str = option("final", check=_round_rule)
+    val_fraction: float | None = option(None, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
 
 
 def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning:
@@ -134,16 +147,19 @@ def parse_tune(value: Any, run: str, study_seeds: list[int], key: str) -> Tuning
     and lay out its grid points.
 
     Raises:
-        ConfigError: naming ``key`` or ``key.<grid|seeds|metric|at>``: not a mapping, an unknown key, an
-            empty grid or value list, bad seeds, a metric that is not a validation metric, an unknown rule.
+        ConfigError: naming ``key`` or ``key.<grid|seeds|metric|at|val_fraction>``: not a mapping, an unknown
+            key, an empty grid or value list, bad seeds, a metric that is not a validation metric, an unknown
+            rule, a validation share outside (0, 1).
     """
     if not isinstance(value, dict):
         raise ConfigError(
-            key, "expected a mapping with grid, metric and optionally seeds, at", allowed=TuneSpec.names()
+            key,
+            "expected a mapping with grid, metric and optionally seeds, at, val_fraction",
+            allowed=TuneSpec.names(),
         )
     spec = TuneSpec.from_dict(value, key)
     seeds = spec.seeds if spec.seeds is not None else _seeds(study_seeds, f"{key}.seeds")
-    tuning = Tuning(run, spec.grid, seeds, spec.metric, spec.at)
+    tuning = Tuning(run, spec.grid, seeds, spec.metric, spec.at, val_fraction=spec.val_fraction)
     for combo in itertools.product(*spec.grid.values()):
         values = dict(zip(spec.grid, combo, strict=True))
         label = run + SEPARATOR + "-".join(f"{k}={_value_text(v)}" for k, v in values.items())

@@ -13,7 +13,7 @@ from hetfl.metrics import metric_names, parse_metric
 from hetfl.models import build_model, normalize_model_spec
 from hetfl.pipeline.config.specs import FEDERATION, LABEL, RunSpec
 from hetfl.pipeline.settings import RUN_SETTINGS, RunSettings
-from hetfl.pipeline.tuning import Tuning, parse_tune
+from hetfl.pipeline.tuning import Tuning
 from hetfl.requires import inert_options
 
 
@@ -192,21 +192,30 @@ def _blame(key: str, inherited: set[str], defaults_key: str | None):
         raise
 
 
-def resolve_tuning(value: Any, spec: RunSpec, seeds: list[int], key: str) -> Tuning:
-    """A run's validated ``tune`` block (``hetfl.pipeline.tuning``); the run's spec records it.
+def resolve_tuning(tuning: Tuning, spec: RunSpec, point: RunSpec, seeds: list[int], key: str) -> Tuning:
+    """Check a run's parsed ``tune`` block (:func:`hetfl.pipeline.tuning.parse_tune`) against the run and one of
+    its grid points; the run's spec records it.
+
+    Args:
+        tuning: the parsed block.
+        spec: the tuned run.
+        point: one of its grid points' runs (every point reports the same metrics): with ``tune.val_fraction``
+            its partition holds the validation share out, the run's need not.
+        seeds: the study's seeds.
+        key: the block's config key.
 
     Raises:
-        ConfigError: naming ``key`` or ``key.<field>``: see :func:`hetfl.pipeline.tuning.parse_tune`; a metric the
-            run does not report (no validation data: ``partition.val_fraction`` is 0); tuning seeds outside
-            the study's for a run that starts from another run (``init_from``).
+        ConfigError: naming ``key.<field>``: a metric the grid points do not report (no validation data:
+            neither ``partition.val_fraction`` nor ``tune.val_fraction`` is set); tuning seeds outside the
+            study's for a run that starts from another run (``init_from``).
     """
-    tuning = parse_tune(value, spec.label, seeds, key)
-    if tuning.metric not in spec.metrics:
-        val = [m for m in spec.metrics if parse_metric(m).split == "val"]
+    if tuning.metric not in point.metrics:
+        val = [m for m in point.metrics if parse_metric(m).split == "val"]
         if not val:
             raise ConfigError(
                 f"{key}.metric",
-                "the run has no validation data to tune on: set partition.val_fraction (e.g. 0.1)",
+                "the run has no validation data to tune on: set tune.val_fraction (held out for the grid "
+                "points only) or partition.val_fraction (e.g. 0.1)",
             )
         raise ConfigError(
             f"{key}.metric", f"run '{spec.label}' does not report {tuning.metric!r}", allowed=val

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ from hetfl.pipeline.config.specs import (
 from hetfl.pipeline.plotting import normalize_figures
 from hetfl.pipeline.settings import RUN_SETTINGS, Schedule
 from hetfl.pipeline.settings import Suite as SuiteSettings
-from hetfl.pipeline.tuning import Tuning
+from hetfl.pipeline.tuning import Tuning, parse_tune
 
 
 def resolve_study(name: str, study: dict, data_checks: str | os.PathLike | None = None) -> Study:
@@ -171,13 +172,40 @@ def _resolve_runs(
         runs[label] = context.resolve(label, run, own, f"{key}.runs.{label}", seeds)
         if "tune" in run:
             where = f"{key}.runs.{label}.tune"
-            tuning[label] = resolve_tuning(run["tune"], runs[label], seeds, where)
-            for point, values in tuning[label].points.items():
-                points[point] = context.resolve(
-                    label, run, {**own, **values}, f"{where}.grid", tuning[label].seeds
-                )
+            parsed = parse_tune(run["tune"], label, seeds, where)
+            point_run = _point_entry(context, run, parsed, where)
+            for point, values in parsed.points.items():
+                with _blame_val_fraction(parsed, where):
+                    points[point] = context.resolve(
+                        label, point_run, {**own, **values}, f"{where}.grid", parsed.seeds
+                    )
                 points[point].label = point
+            tuning[label] = resolve_tuning(parsed, runs[label], points[point], seeds, where)
     return runs, tuning, points
+
+
+def _point_entry(context: _StudyContext, run: dict, tuning: Tuning, where: str) -> dict:
+    """The config entry the grid points of ``run`` resolve: the run's, with ``tune.val_fraction`` (if set) as its
+    partition's ``val_fraction``."""
+    if tuning.val_fraction is None:
+        return run
+    if context.env["partition"] is None:
+        raise ConfigError(
+            f"{where}.val_fraction", "a study on a generated problem has no partition to hold samples out of"
+        )
+    return {**run, "partition": {**(run.get("partition") or {}), "val_fraction": tuning.val_fraction}}
+
+
+@contextlib.contextmanager
+def _blame_val_fraction(tuning: Tuning, where: str):
+    """Name ``tune.val_fraction`` in an error about the grid points' ``partition.val_fraction`` (e.g. a client
+    left with a single training sample) when the tune block set it."""
+    try:
+        yield
+    except ConfigError as err:
+        if tuning.val_fraction is not None and err.key.endswith("partition.val_fraction"):
+            raise ConfigError(f"{where}.val_fraction", err.message, err.allowed) from None
+        raise
 
 
 def _check_runs(context: _StudyContext, runs: dict[str, RunSpec]) -> None:
