@@ -127,6 +127,32 @@ def test_refresh_copies_a_runs_tables(tmp_path, repo_copy):
     assert not rp.generate(repo_copy, check=True)
 
 
+def test_refresh_of_some_studies_keeps_the_others_and_records_the_update(tmp_path, repo_copy):
+    """``--from ... --studies a b`` replaces those studies' data only, and ``source.yaml`` says so."""
+    run, default = tmp_path / "run_tables", repo_copy / rp.DATA / "default"
+    studies = sorted(p.name for p in default.iterdir() if p.is_dir())
+    chosen, kept = studies[0], studies[1]
+    shutil.copytree(default / chosen, run / chosen)
+    claims = run / chosen / "claims.csv"
+    claims.write_text(claims.read_text() + "\n")  # a run whose table differs
+    before = {p.relative_to(default): p.read_bytes() for p in default.rglob("*.csv")}
+    source = yaml.safe_load((default / "source.yaml").read_text())
+    assert rp.refresh(run, repo_copy, "default", run="a partial run", studies=[chosen]) == [chosen]
+    after = {p.relative_to(default): p.read_bytes() for p in default.rglob("*.csv")}
+    assert after[Path(chosen, "claims.csv")] == claims.read_bytes()
+    assert {k: v for k, v in after.items() if k.parts[0] != chosen} == {
+        k: v for k, v in before.items() if k.parts[0] != chosen
+    }
+    assert (default / kept).is_dir()
+    updated = yaml.safe_load((default / "source.yaml").read_text())
+    assert updated["run"] == source["run"] and updated["updates"][-1]["studies"] == [chosen]
+    assert updated["updates"][-1]["run"] == "a partial run"
+    with pytest.raises(rp.ResultsPagesError, match="no summary of no_such_study"):
+        rp.refresh(run, repo_copy, "default", studies=["no_such_study"])
+    with pytest.raises(rp.ResultsPagesError, match="refresh the whole suite first"):
+        rp.refresh(run, repo_copy, "no_such_suite", studies=[chosen])
+
+
 @pytest.mark.parametrize(
     ("mean", "std", "fmt", "text"),
     [

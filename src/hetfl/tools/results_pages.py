@@ -422,7 +422,13 @@ def _differences(page: str, old: str, new: str) -> list[str]:
     return out
 
 
-def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: str = "") -> list[str]:
+def refresh(
+    tables: Path,
+    root: Path = Path("."),
+    suite: str = "default",
+    run: str = "",
+    studies: list[str] | None = None,
+) -> list[str]:
     """Copy a suite run's tables into the committed data: every study's ``claims.csv``, and the
     ``summary.csv`` (``clients.csv``) of each study whose summary (per-client statistics) a table of
     ``suite`` reads; write the ``times.csv`` (:func:`run_times`) of each study whose times a table reads,
@@ -433,26 +439,41 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
         root: the repository root.
         suite: the data's suite name.
         run: what the run was (config, date, machine), written into ``source.yaml``.
+        studies: None, the whole suite (the committed data replaced by the run's); or the studies to replace
+            (a run of some studies, e.g. ``snakemake --config 'select=[...]'``): the others' committed
+            data are kept, and ``source.yaml`` gains an entry under ``updates`` saying which studies came from
+            which run.
 
     Returns:
         The studies copied.
 
     Raises:
-        ResultsPagesError: ``tables`` holds no study, or lacks a summary or run records a table needs.
+        ResultsPagesError: ``tables`` holds no study, or lacks a summary or run records a table needs; with
+            ``studies``, one that ``tables`` lacks, or no committed data of ``suite`` to update.
     """
-    studies = sorted(p.parent.name for p in Path(tables).glob("*/summary.csv"))
-    if not studies:
+    found = sorted(p.parent.name for p in Path(tables).glob("*/summary.csv"))
+    if not found:
         raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
     specs = load_specs(root / SPEC)
     needed, per_client = _studies_read(specs, suite), _studies_read(specs, suite, "clients")
     timed = _studies_read(specs, suite, "times")
-    absent = sorted(needed - set(studies))
-    if absent:
-        raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
     target = root / DATA / suite
-    if target.exists():
-        shutil.rmtree(target)
-    for study in studies:
+    if studies is None:
+        absent = sorted(needed - set(found))
+        if absent:
+            raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)}, which the pages read")
+        if target.exists():
+            shutil.rmtree(target)
+    else:
+        absent = sorted(set(studies) - set(found))
+        if absent:
+            raise ResultsPagesError(f"{tables}: no summary of {', '.join(absent)} (--studies)")
+        if not (target / "source.yaml").is_file():
+            raise ResultsPagesError(f"{target}: no committed data to update; refresh the whole suite first")
+        found = sorted(set(studies))
+    for study in found:
+        if (target / study).exists():
+            shutil.rmtree(target / study)
         (target / study).mkdir(parents=True)
         for name in (
             ["claims.csv"]
@@ -463,15 +484,22 @@ def refresh(tables: Path, root: Path = Path("."), suite: str = "default", run: s
                 shutil.copyfile(Path(tables) / study / name, target / study / name)
         if study in timed:  # the run's results/runs beside its results/tables
             run_times(Path(tables).parent / "runs", study).to_csv(target / study / "times.csv", index=False)
-    source = {
-        "suite": suite,
+    entry = {
         "run": run or "not stated (--run)",
         "from": str(tables),
         "copied": datetime.date.today().isoformat(),
-        "note": "written by python -m hetfl.tools.results_pages --from; the files are the run's own, byte for byte",
     }
+    if studies is None:
+        source = {
+            "suite": suite,
+            **entry,
+            "note": "written by python -m hetfl.tools.results_pages --from; the files are the run's own, byte for byte",
+        }
+    else:
+        source = yaml.safe_load((target / "source.yaml").read_text())
+        source.setdefault("updates", []).append({"studies": found, **entry})
     (target / "source.yaml").write_text(yaml.safe_dump(source, sort_keys=False, allow_unicode=True))
-    return studies
+    return found
 
 
 def _studies_read(pages: dict[str, dict[str, dict]], suite: str, table: str = "summary") -> set[str]:
@@ -528,12 +556,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--suite", default="default", help="the data's suite that --from refreshes")
     parser.add_argument("--run", default="", help="with --from: what the run was, for source.yaml")
+    parser.add_argument(
+        "--studies",
+        nargs="+",
+        help="with --from: replace only these studies' data (the others kept; source.yaml lists the update)",
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a page differs")
     args = parser.parse_args(argv)
     root = Path(args.root)
     try:
         if args.tables:
-            studies = refresh(Path(args.tables), root, args.suite, args.run)
+            studies = refresh(Path(args.tables), root, args.suite, args.run, args.studies)
             print(f"copied {len(studies)} studies' tables into {root / DATA / args.suite}")
         lines = generate(root, check=args.check)
     except ResultsPagesError as e:
