@@ -258,6 +258,50 @@ def test_a_runs_time_is_its_seeds_mean_training_seconds(tmp_path):
         rp.resolve("time:other/a", data, "paper", None, "final", "pct1")
 
 
+TUNING = """run,point,lam,metric,at,seeds,score,score_std,n_seeds,n_diverged,chosen,weight,beta
+ditto,ditto@lam=0.01,0.01,val_loss_personal,final,0,0.5,,1,0,no,,
+ditto,ditto@lam=0.1,0.1,val_loss_personal,final,0,0.4,,1,0,yes,,
+wga_bc,wga_bc@weight=0.05-beta=0.1,,val_loss_personal,final,0,0.3,,1,0,no,0.05,0.1
+wga_bc,wga_bc@weight=0.25-beta=1.0,,val_loss_personal,final,0,0.2,,1,0,yes,0.25,1.0
+apfl,apfl@mix_lr=0.1,,val_loss_personal,final,0,,,0,1,no,,
+"""
+
+
+def test_a_tuned_runs_choice_is_its_chosen_points_values_in_grid_order(tmp_path):
+    _commit(tmp_path, "default/s/tuning.csv", TUNING)
+    data = rp.Data(tmp_path)
+    assert rp.resolve("tuned:ditto", data, "default", "s", "final", "pct1") == "lam = 0.1"
+    # the grid's order (weight, then beta: the point's label), not the table's column order
+    assert rp.render_cell("({tuned:s/wga_bc})", data, "default", None, "final", "pct1") == (
+        "(weight = 0.25, beta = 1)"
+    )
+    for run, message in [("apfl", "no chosen point"), ("cobo", "no chosen point")]:
+        with pytest.raises(rp.ResultsPagesError, match=message):
+            rp.resolve(f"tuned:{run}", data, "default", "s", "final", "pct1")
+    with pytest.raises(rp.ResultsPagesError, match="no committed tuning table"):
+        rp.resolve("tuned:other/ditto", data, "default", None, "final", "pct1")
+
+
+def test_refresh_copies_the_tuning_table_a_tuned_ref_reads(tmp_path):
+    tables = tmp_path / "results" / "tables"
+    _commit(tables, "s/summary.csv", "study,run,metric\n")
+    _commit(tables, "s/claims.csv", "id,holds\n")
+    _commit(tables, "s/tuning.csv", TUNING)
+    root = tmp_path / "repo"
+    (root / rp.SPEC).parent.mkdir(parents=True)
+    (root / "page.md").write_text(
+        "<!-- table: t -->\n| run | s |\n|---|---|\n| ditto | ? |\n<!-- /table -->\n"
+    )
+    (root / rp.SPEC).write_text(
+        yaml.safe_dump(
+            {"t": {"page": "page.md", "suite": "x", "study": "s", "rows": {"ditto": ["{tuned:ditto}"]}}}
+        )
+    )
+    rp.refresh(tables, root, "x", run="a test")
+    assert (root / rp.DATA / "x" / "s" / "tuning.csv").read_text() == TUNING
+    assert rp.generate(root, check=True) == ["page.md: table t, row 'ditto': page '?', data 'lam = 0.1'"]
+
+
 def test_refresh_writes_the_times_a_table_reads_from_the_run_records(tmp_path):
     """A table with ``time:`` refs makes ``--from`` write the study's ``times.csv`` from its ``run.json``s."""
     from hetfl.pipeline.records import RunRecord

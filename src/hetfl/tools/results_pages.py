@@ -33,7 +33,9 @@ written (a label, a paper's number, a dash). A ref is one of
   ``mean ± std (n)`` at the round the claim reads), ``comparisons:`` (the means compared, ``a < b``) and
   ``seeds:`` (the seeds on the claimed side, ``h/n``), the claims table's columns of those names;
 - ``time:[study/]run``: the run's training time in seconds (its seeds' ``wall_time_s``, mean over seeds,
-  ``1,450``), from the study's ``times.csv`` (``run, seed, wall_time_s``: the run records' ``run.json``).
+  ``1,450``), from the study's ``times.csv`` (``run, seed, wall_time_s``: the run records' ``run.json``);
+- ``tuned:[study/]run``: the hyper-parameters a tuned run chose on validation data (``lam = 0.01``, joined
+  by ``, ``), from the study's ``tuning.csv`` (``hetfl.pipeline.tuning``: its row marked ``chosen``).
 
 A row whose first cell repeats (one study, several claims) is named by its first cells joined by
 `` | `` (``"`baselines_mnist` | B4"``); the cell specs are then for the columns after those.
@@ -64,6 +66,7 @@ import yaml
 
 from hetfl.pipeline.claims_check import needed_text
 from hetfl.pipeline.records import RunRecord
+from hetfl.pipeline.tuning import TABLE_COLUMNS as TUNING_COLUMNS
 
 SPEC = Path("docs/results/tables.yaml")
 DATA = Path("docs/results/data")
@@ -121,6 +124,12 @@ class Data:
         """The study's ``times.csv`` (``run``, ``seed``, ``wall_time_s``) indexed by run; raises
         :class:`ResultsPagesError` when the suite has no such file."""
         return self._table(suite, study, "times.csv", "training times", index=["run"])
+
+    def tuning(self, suite: str, study: str) -> pd.DataFrame:
+        """The study's ``tuning.csv`` (one row per grid point, ``hetfl.pipeline.tuning.TABLE_COLUMNS`` and the
+        grid's hyper-parameters) indexed by run; raises :class:`ResultsPagesError` when the suite has no such
+        file."""
+        return self._table(suite, study, "tuning.csv", "tuning table", index=["run"])
 
     def _table(self, suite: str, study: str, name: str, what: str, index=("run", "metric")) -> pd.DataFrame:
         """A committed table of the study indexed by ``index``, read once."""
@@ -189,6 +198,8 @@ def resolve(ref: str, data: Data, suite: str, study: str | None, stat: str, fmt:
         return claim_columns(data, suite, rest, kind)
     if kind == "time" and rest:
         return run_time(data, suite, study, rest)
+    if kind == "tuned" and rest:
+        return tuned_values(data, suite, study, rest)
     if kind in CLAIM_REFS and rest:
         patterns = [p.strip() for p in rest.split(",")]
         if kind == "studies":
@@ -259,6 +270,35 @@ def run_time(data: Data, suite: str, study: str | None, rest: str) -> str:
     if run not in times.index:
         raise ResultsPagesError(f"ref {{time:{rest}}}: no run {run!r} in {suite}/{study}/times.csv")
     return f"{float(times.loc[[run], 'wall_time_s'].mean()):,.0f}"
+
+
+def tuned_values(data: Data, suite: str, study: str | None, rest: str) -> str:
+    """The text of ``tuned:[study/]run``: the chosen grid point's hyper-parameters, ``name = value`` joined by
+    ``, `` in the grid's order.
+
+    Raises:
+        ResultsPagesError: no study, no ``tuning.csv``, or no chosen point of the run.
+    """
+    named, slash, run = rest.rpartition("/")
+    study = named if slash else study
+    if study is None:
+        raise ResultsPagesError(f"ref {{tuned:{rest}}} names no study and its row or table has none")
+    table = data.tuning(suite, study)
+    rows = table.loc[[run]] if run in table.index else table.iloc[:0]
+    chosen = rows[rows["chosen"] == "yes"]
+    if len(chosen) != 1:
+        raise ResultsPagesError(
+            f"ref {{tuned:{rest}}}: no chosen point of run {run!r} in {suite}/{study}/tuning.csv"
+        )
+    values, label = chosen.iloc[0], str(chosen.iloc[0]["point"])
+    grid = [c for c in table.columns if c not in TUNING_COLUMNS and not pd.isna(values[c])]
+    grid.sort(key=lambda k: label.find(f"{k}="))  # the grid's order, as the point's label writes it
+    return ", ".join(f"{k} = {_plain(values[k])}" for k in grid)
+
+
+def _plain(value) -> str:
+    """A hyper-parameter value as the config writes it (``0.01``, ``True``, ``5``)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def render_cell(template: str, data: Data, suite: str, study: str | None, stat: str, fmt: str) -> str:
@@ -456,7 +496,7 @@ def refresh(
         raise ResultsPagesError(f"{tables}: no <study>/summary.csv")
     specs = load_specs(root / SPEC)
     needed, per_client = _studies_read(specs, suite), _studies_read(specs, suite, "clients")
-    timed = _studies_read(specs, suite, "times")
+    timed, tuned = _studies_read(specs, suite, "times"), _studies_read(specs, suite, "tuning")
     target = root / DATA / suite
     if studies is None:
         absent = sorted(needed - set(found))
@@ -479,6 +519,7 @@ def refresh(
             ["claims.csv"]
             + (["summary.csv"] if study in needed else [])
             + (["clients.csv"] if study in per_client else [])
+            + (["tuning.csv"] if study in tuned else [])
         ):
             if (Path(tables) / study / name).is_file():
                 shutil.copyfile(Path(tables) / study / name, target / study / name)
@@ -505,7 +546,7 @@ def refresh(
 def _studies_read(pages: dict[str, dict[str, dict]], suite: str, table: str = "summary") -> set[str]:
     """The studies of ``suite`` whose ``table`` the pages' tables read (table, row or ref study):
     ``summary``; ``clients``, the per-client table (a statistic of :data:`CLIENT_STATS`); ``times`` (a
-    ``time:`` ref)."""
+    ``time:`` ref); ``tuning`` (a ``tuned:`` ref)."""
     out = set()
     for specs in pages.values():
         for spec in specs.values():
@@ -520,12 +561,12 @@ def _studies_read(pages: dict[str, dict[str, dict]], suite: str, table: str = "s
                     refs = PLACEHOLDER.findall(str(cell)) if "{" in str(cell) else [str(cell)]
                     for ref in (r.strip() for r in refs):
                         kind, _, rest = ref.partition(":")
-                        if kind == "time":
-                            if table == "times":
+                        if kind in ("time", "tuned"):
+                            if table == {"time": "times", "tuned": "tuning"}[kind]:
                                 out.add(rest.rpartition("/")[0] or default)
                             continue
                         match = REF.match(ref) if kind not in CLAIM_REFS else None
-                        if match and table != "times":
+                        if match and table not in ("times", "tuning"):
                             stat = match["stat"] or row.get("stat") or spec.get("stat")
                             if table == "summary" or stat in CLIENT_STATS:
                                 out.add(match["study"] or default)
