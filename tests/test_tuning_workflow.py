@@ -40,8 +40,10 @@ STUDY = {
 HELD_OUT = {
     **{k: v for k, v in STUDY.items() if k not in ("partition", "runs", "figures")},
     "partition": TINY_STUDY["partition"],
+    # the grid's order is not its labels' text order ("fedavg@lr=0.0001" sorts first): the selection must pair
+    # each point with its own records, and keep the grid's order
     "runs": {"fedavg": {"algorithm": "fedavg", "tune": {
-        "grid": {"lr": [0.0001, 0.3]}, "seeds": [5], "metric": "val_loss_global", "val_fraction": 0.25}}},
+        "grid": {"lr": [0.3, 0.0001]}, "seeds": [5], "metric": "val_loss_global", "val_fraction": 0.25}}},
 }  # fmt: skip
 
 
@@ -77,6 +79,9 @@ def test_tune_val_fraction_holds_validation_out_of_the_grid_points_only(repo):
     run = RunRecord.read(repo / "results/runs/v/fedavg/seed=0/run.json").spec
     assert point["partition"]["val_fraction"] == 0.25 and "val_fraction" not in run["partition"]
     assert run["hyperparameters"]["lr"] == 0.3 and run["tune"]["val_fraction"] == 0.25
+    table = pd.read_csv(repo / "results/tables/v/tuning.csv")
+    assert table["point"].tolist() == ["fedavg@lr=0.3", "fedavg@lr=0.0001"]  # the grid's order
+    assert table["chosen"].tolist() == ["yes", "no"]
     point_metrics = set(pd.read_csv(repo / "results/runs/v/fedavg@lr=0.3/seed=5/metrics.csv")["metric"])
     run_metrics = set(pd.read_csv(repo / "results/runs/v/fedavg/seed=0/metrics.csv")["metric"])
     assert "val_loss_global" in point_metrics and not {m for m in run_metrics if m.startswith("val_")}

@@ -427,9 +427,11 @@ def get_tuning_files(wildcards):
 
 
 def get_tuning_spec(wildcards):
-    """A tuned run's tune block and grid points (hetfl.pipeline.tuning.Tuning), as JSON."""
+    """A tuned run's tune block and grid points (hetfl.pipeline.tuning.Tuning), as JSON; the points as a list of
+    [label, values] in the grid's order, the order of get_tuning_files (canonical JSON sorts a mapping's keys, and
+    a label's text order is not the grid's: local_steps=10 before local_steps=2)."""
     t = STUDIES[wildcards.study].tuning[wildcards.run]
-    return canonical_json({"run": t.run, **t.as_dict(), "points": t.points})
+    return canonical_json({"run": t.run, **t.as_dict(), "points": [[p, v] for p, v in t.points.items()]})
 
 
 def get_study_tuned(wildcards):

@@ -10,7 +10,8 @@ from hetfl.pipeline.aggregate import load_runs, write_csv  # noqa: E402
 from hetfl.pipeline.tuning import Tuning, select  # noqa: E402
 
 spec = json.loads(snakemake.params.tuning)
-tuning = Tuning(spec["run"], spec["grid"], spec["seeds"], spec["metric"], spec["at"], spec["points"])
+points = dict(spec["points"])  # [label, values] pairs in the grid's order, as the input files are
+tuning = Tuning(spec["run"], spec["grid"], spec["seeds"], spec["metric"], spec["at"], points)
 pairs = [(point, seed) for point in tuning.points for seed in tuning.seeds]
 entries = [
     {"run": point, "seed": seed, "metrics": m, "info": i}
