@@ -79,6 +79,8 @@ def test_tune_val_fraction_holds_validation_out_of_the_grid_points_only(repo):
     run = RunRecord.read(repo / "results/runs/v/fedavg/seed=0/run.json").spec
     assert point["partition"]["val_fraction"] == 0.25 and "val_fraction" not in run["partition"]
     assert run["hyperparameters"]["lr"] == 0.3 and run["tune"]["val_fraction"] == 0.25
+    choice = json.loads((repo / "results/tuning/v/fedavg/choice.json").read_text())
+    assert choice["point"] == "fedavg@lr=0.3" and choice["val_fraction"] == 0.25
     table = pd.read_csv(repo / "results/tables/v/tuning.csv")
     assert table["point"].tolist() == ["fedavg@lr=0.3", "fedavg@lr=0.0001"]  # the grid's order
     assert table["chosen"].tolist() == ["yes", "no"]

@@ -11,7 +11,9 @@ from hetfl.pipeline.tuning import Tuning, select  # noqa: E402
 
 spec = json.loads(snakemake.params.tuning)
 points = dict(spec["points"])  # [label, values] pairs in the grid's order, as the input files are
-tuning = Tuning(spec["run"], spec["grid"], spec["seeds"], spec["metric"], spec["at"], points)
+tuning = Tuning(
+    spec["run"], spec["grid"], spec["seeds"], spec["metric"], spec["at"], points, spec.get("val_fraction")
+)
 pairs = [(point, seed) for point in tuning.points for seed in tuning.seeds]
 entries = [
     {"run": point, "seed": seed, "metrics": m, "info": i}
