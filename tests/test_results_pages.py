@@ -258,12 +258,13 @@ def test_a_runs_time_is_its_seeds_mean_training_seconds(tmp_path):
         rp.resolve("time:other/a", data, "paper", None, "final", "pct1")
 
 
-TUNING = """run,point,lam,metric,at,seeds,score,score_std,n_seeds,n_diverged,chosen,weight,beta
+TUNING = """run,point,lam,metric,at,seeds,score,score_std,n_seeds,n_diverged,chosen,weight,beta,mix_lr,lr
 ditto,ditto@lam=0.01,0.01,val_loss_personal,final,0,0.5,,1,0,no,,
 ditto,ditto@lam=0.1,0.1,val_loss_personal,final,0,0.4,,1,0,yes,,
 wga_bc,wga_bc@weight=0.05-beta=0.1,,val_loss_personal,final,0,0.3,,1,0,no,0.05,0.1
 wga_bc,wga_bc@weight=0.25-beta=1.0,,val_loss_personal,final,0,0.2,,1,0,yes,0.25,1.0
 apfl,apfl@mix_lr=0.1,,val_loss_personal,final,0,,,0,1,no,,
+ft,ft@mix_lr=0.1-beta=0.9-lr=0.5,,val_loss_personal,final,0,0.2,,1,0,yes,,0.9,0.1,0.5
 """
 
 
@@ -274,6 +275,10 @@ def test_a_tuned_runs_choice_is_its_chosen_points_values_in_grid_order(tmp_path)
     # the grid's order (weight, then beta: the point's label), not the table's column order
     assert rp.render_cell("({tuned:s/wga_bc})", data, "default", None, "final", "pct1") == (
         "(weight = 0.25, beta = 1)"
+    )
+    # "lr" is not read inside "mix_lr": the label's order is mix_lr, beta, lr
+    assert (
+        rp.resolve("tuned:ft", data, "default", "s", "final", "pct1") == "mix_lr = 0.1, beta = 0.9, lr = 0.5"
     )
     for run, message in [("apfl", "no chosen point"), ("cobo", "no chosen point")]:
         with pytest.raises(rp.ResultsPagesError, match=message):

@@ -292,7 +292,9 @@ def tuned_values(data: Data, suite: str, study: str | None, rest: str) -> str:
         )
     values, label = chosen.iloc[0], str(chosen.iloc[0]["point"])
     grid = [c for c in table.columns if c not in TUNING_COLUMNS and not pd.isna(values[c])]
-    grid.sort(key=lambda k: label.find(f"{k}="))  # the grid's order, as the point's label writes it
+    # the grid's order, as the point's label writes it (``run@a=1-b=2``: each name after ``@`` or ``-``, so that
+    # ``lr`` is not found inside ``finetune_lr``)
+    grid.sort(key=lambda k: min(i for i in (label.find(f"@{k}="), label.find(f"-{k}=")) if i >= 0))
     return ", ".join(f"{k} = {_plain(values[k])}" for k in grid)
 
 
