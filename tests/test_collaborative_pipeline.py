@@ -162,6 +162,19 @@ def test_heatmap_figures_are_validated():
         assert err.value.key == key
 
 
+def test_a_heatmap_past_its_runs_last_round_is_refused():
+    """A round past a run's last would draw the last matrix under a round the run never reached."""
+    runs = {"a41": {"algorithm": "all_for_one"}, "long": {"algorithm": "all_for_one", "rounds": 5}}
+    fig = {"name": "w", "kind": "heatmap", "runs": ["a41"], "at": [1, 2]}
+    assert build_suite(study(runs, figures=[fig])).studies["c"].figures[0]["at"] == [1, 2]
+    for at, figure_runs in (([1, 3], ["a41"]), ([1, 3], ["a41", "long"])):
+        with pytest.raises(ConfigError, match="past the last round of its runs \\(2\\)") as err:
+            build_suite(study(runs, figures=[{**fig, "at": at, "runs": figure_runs}]))
+        assert err.value.key == "studies.c.figures[0].at"
+    long = {**fig, "runs": ["long"], "at": [5]}
+    assert build_suite(study(runs, figures=[long])).studies["c"].figures[0]["at"] == [5]
+
+
 def test_the_shipped_study_files_resolve():
     for name, studies in (
         ("config", {"collab_fig1", "collab_synth_d2", "collab_synth_d10", "collab_mnist", "collab_heart"}),

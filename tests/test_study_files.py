@@ -197,3 +197,17 @@ def test_the_cpu_paper_suites_fashion_mnist_minimax_studies_are_the_default_ones
         assert study.partition["alpha"] == 0.1 and study.partition["clients"] == 15
         assert sorted(study.runs) == sorted(default.runs) and study.claims == default.claims
         assert all(study.runs[r].hyperparameters == default.runs[r].hyperparameters for r in study.runs)
+
+
+@pytest.mark.parametrize(
+    "overlays",
+    [[], ["paper.yaml"], ["paper.yaml", "paper_cpu.yaml"], ["paper.yaml", "paper_tf32.yaml"],
+     ["paper.yaml", "paper_cpu_collab_epoch1.yaml"]],
+    ids=lambda files: "+".join(files) or "config.yaml",
+)  # fmt: skip
+def test_every_shipped_config_resolves_as_the_readme_combines_them(overlays):
+    """Each ``--configfile`` combination the docs give resolves whole (every study, run, figure and claim),
+    so an overlay that cuts a study's rounds cannot leave a figure or claim past them."""
+    config = load_config([REPO / "config" / name for name in ["config.yaml", *overlays]], root=REPO)
+    suite = build_suite(config)
+    assert suite.selected and set(suite.selected) <= set(suite.studies)

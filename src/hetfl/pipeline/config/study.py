@@ -235,6 +235,7 @@ def _reported(
     figures = normalize_figures(figures_cfg, list(runs), metrics, f"{key}.figures")
     claims = normalize_claims(study.get("claims") or [], list(runs), metrics, f"{key}.claims")
     _check_reported(figures, claims, runs, key)
+    _check_heatmap_rounds(figures, runs, study.get("rounds"), key)
     paper = _paper_numbers(study.get("paper", {}), runs, metrics, f"{key}.paper")
     return figures, claims, paper
 
@@ -275,6 +276,24 @@ def _check_reported(figures: list[dict], claims: list[dict], runs: dict[str, Run
                 raise ConfigError(
                     where, f"run '{term.run}' does not report {term.metric!r}", allowed=runs[term.run].metrics
                 )
+
+
+def _check_heatmap_rounds(figures: list[dict], runs: dict[str, RunSpec], rounds: Any, key: str) -> None:
+    """A heatmap's rounds (``at``) lie within each of its runs' rounds: past a run's last round it would draw
+    the last matrix under a round the run never reached.
+
+    Raises:
+        ConfigError: naming ``{key}.figures[i].at``, with the rounds the runs train.
+    """
+    for i, fig in enumerate(figures):
+        if fig.get("kind") != "heatmap":
+            continue
+        last = min(int(runs[run].settings.get("rounds") or rounds) for run in fig["runs"])
+        if max(fig["at"]) > last:
+            raise ConfigError(
+                f"{key}.figures[{i}].at",
+                f"round {max(fig['at'])} is past the last round of its runs ({last}); allowed: 0 to {last}",
+            )
 
 
 def _paper_numbers(value: Any, runs: dict[str, RunSpec], metrics: set[str], key: str) -> dict[str, dict]:
