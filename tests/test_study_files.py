@@ -211,3 +211,27 @@ def test_every_shipped_config_resolves_as_the_readme_combines_them(overlays):
     config = load_config([REPO / "config" / name for name in ["config.yaml", *overlays]], root=REPO)
     suite = build_suite(config)
     assert suite.selected and set(suite.selected) <= set(suite.studies)
+
+
+def test_the_cpu_paper_suites_full_mnist_all_for_one_study_is_collab_mnist_in_the_papers_proportions():
+    """``collab_mnist_full`` is the default suite's ``collab_mnist`` (runs, tuning, claims) on the 70,000 MNIST
+    images, with the paper's I = 175 iterations an epoch, b_alpha = 512 and so tau = 50 iterations."""
+    from hetfl.algorithms import get_algorithm
+
+    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
+    suite = build_suite(config)
+    study, default = suite.studies["collab_mnist_full"], suite.studies["collab_mnist"]
+    assert "collab_mnist_full" in suite.selected and "collab_mnist" not in suite.selected
+    assert study.dataset["name"] == "mnist" and default.dataset["name"] == "mnist5k"
+    assert study.partition == default.partition and study.seeds == default.seeds
+    assert sorted(study.runs) == sorted(default.runs) and study.claims == default.claims
+    for label, run in study.runs.items():
+        hp = run.hyperparameters
+        assert hp["local_steps"] == 175 and hp["lr"] == default.runs[label].hyperparameters["lr"]
+        assert run.tune == default.runs[label].tune
+    a41 = study.runs["a41_bin"].hyperparameters
+    assert (
+        a41["b_alpha"] == 512 and a41["tau_epochs"] == default.runs["a41_bin"].hyperparameters["tau_epochs"]
+    )
+    hp = get_algorithm("all_for_one").Hyperparameters.from_dict(a41, "k")
+    assert hp.period() == 50  # the paper's weights every 50 of its 175 iterations
