@@ -12,7 +12,7 @@ same parameters and minibatch, one torch thread:
     python benchmarks/cnn_layout.py --clients 150                      # ffgg_writers' Local: all 150 writers
     python benchmarks/cnn_layout.py --clients 150 --adapter residual   # its residual adapters
     python benchmarks/cnn_layout.py --clients 20 --channels 4 8        # collab_mnist
-    python benchmarks/cnn_layout.py --clients 10 --size 8 --channels 6 16   # collab_cifar_standin
+    python benchmarks/cnn_layout.py --clients 10 --size 8 --channels 6 16   # the former digits collab_cifar_standin
 
 The two alternate in blocks (``--blocks`` of ``--calls`` calls each); a time is the best block's, so that
 other jobs on a shared machine slow both alike. Prints milliseconds per call of each, the ratios textbook /

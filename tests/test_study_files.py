@@ -235,3 +235,27 @@ def test_the_cpu_paper_suites_full_mnist_all_for_one_study_is_collab_mnist_in_th
     )
     hp = get_algorithm("all_for_one").Hyperparameters.from_dict(a41, "k")
     assert hp.period() == 50  # the paper's weights every 50 of its 175 iterations
+
+
+def test_the_cifar10_stand_ins_keep_the_papers_proportions():
+    """``collab_cifar_standin`` (default suite) and ``collab_cifar_standin_full`` (CPU paper suite) keep CIFAR-10's
+    proportions (All-for-one, Table S1: I = 150 iterations of 2,880 or 1,920 training images, weights every 50
+    of them, b_alpha = 512 = 17.8% of an even client's training images) on Fashion-MNIST at two scales."""
+    from hetfl.algorithms import get_algorithm
+    from hetfl.data import dataset_info
+
+    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
+    suite = build_suite(config)
+    full, default = suite.studies["collab_cifar_standin_full"], suite.studies["collab_cifar_standin"]
+    assert "collab_cifar_standin_full" in suite.selected and "collab_cifar_standin" not in suite.selected
+    assert sorted(full.runs) == sorted(default.runs) and full.claims == default.claims
+    for study, images, iterations, period in ((default, 6000, 15, 5), (full, 70000, 175, 58)):
+        assert study.dataset["source"] == "fashion_mnist"
+        assert dataset_info(study.dataset).num_samples == images
+        train = images * 6 // 10 // 10 * 4 // 5  # an even client's training images (labels 0-5 of 10)
+        hp = study.runs["a41_bin"].hyperparameters
+        assert hp["local_steps"] == iterations == int((train + train * 2 // 3) / 2 / 16)
+        assert abs(hp["b_alpha"] / train - 512 / 2880) < 0.002
+        assert get_algorithm("all_for_one").Hyperparameters.from_dict(hp, "k").period() == period
+        assert abs(period / iterations - 50 / 150) < 0.01
+        assert (hp["momentum"], hp["weight_decay"], hp["batch_size"]) == (0.9, 0.0005, 16)

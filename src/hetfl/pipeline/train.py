@@ -123,7 +123,7 @@ def pick_device(name: str, precision: str = "float32") -> torch.device:
     ``allow_tf32`` flags) from the run's ``precision``: ``float32`` (the default) turns TF32 off, so that a
     float32 run computes in float32 as on the CPU: with TF32 (cuDNN's default on Ampere and later GPUs) a
     ResNet-18's loss differed from the CPU's by 3e-4 (relative) on an H200, and one CoBo run of
-    ``collab_cifar_standin`` (lr 0.1, momentum 0.9) diverged where the CPU's did not. ``tf32`` turns it on, as
+    ``collab_cifar_standin``'s 8×8-digits version (lr 0.1, momentum 0.9) diverged where the CPU's did not. ``tf32`` turns it on, as
     the papers' codes ran (cuDNN's defaults). A CPU has no TF32: there ``tf32`` changes nothing (the training
     job says so, and its ``run.json`` records ``tf32: false``).
 
