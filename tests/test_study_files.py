@@ -187,9 +187,16 @@ def test_a_bad_extends_is_a_config_error_naming_it(studies, key, message):
     assert err.value.key == key and message in err.value.message
 
 
-def test_the_cpu_paper_suites_fashion_mnist_minimax_studies_are_the_default_ones_on_other_data():
-    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
-    suite = build_suite(config)
+@pytest.fixture(scope="module")
+def paper_cpu_suite():
+    """The suite of ``config/paper.yaml`` + ``config/paper_cpu.yaml``, as the README combines them."""
+    return build_suite(load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO))
+
+
+def test_the_cpu_paper_suites_fashion_mnist_minimax_studies_are_the_default_ones_on_other_data(
+    paper_cpu_suite,
+):
+    suite = paper_cpu_suite
     for name, base in (("minimax_fmnist_robust", "minimax_robust"), ("minimax_fmnist_fair", "minimax_fair")):
         study, default = suite.studies[name], suite.studies[base]
         assert name in suite.selected and base not in suite.selected
@@ -213,13 +220,14 @@ def test_every_shipped_config_resolves_as_the_readme_combines_them(overlays):
     assert suite.selected and set(suite.selected) <= set(suite.studies)
 
 
-def test_the_cpu_paper_suites_full_mnist_all_for_one_study_is_collab_mnist_in_the_papers_proportions():
+def test_the_cpu_paper_suites_full_mnist_all_for_one_study_is_collab_mnist_in_the_papers_proportions(
+    paper_cpu_suite,
+):
     """``collab_mnist_full`` is the default suite's ``collab_mnist`` (runs, tuning, claims) on the 70,000 MNIST
     images, with the paper's I = 175 iterations an epoch, b_alpha = 512 and so tau = 50 iterations."""
     from hetfl.algorithms import get_algorithm
 
-    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
-    suite = build_suite(config)
+    suite = paper_cpu_suite
     study, default = suite.studies["collab_mnist_full"], suite.studies["collab_mnist"]
     assert "collab_mnist_full" in suite.selected and "collab_mnist" not in suite.selected
     assert study.dataset["name"] == "mnist" and default.dataset["name"] == "mnist5k"
@@ -237,15 +245,14 @@ def test_the_cpu_paper_suites_full_mnist_all_for_one_study_is_collab_mnist_in_th
     assert hp.period() == 50  # the paper's weights every 50 of its 175 iterations
 
 
-def test_the_cifar10_stand_ins_keep_the_papers_proportions():
+def test_the_cifar10_stand_ins_keep_the_papers_proportions(paper_cpu_suite):
     """``collab_cifar_standin`` (default suite) and ``collab_cifar_standin_full`` (CPU paper suite) keep CIFAR-10's
     proportions (All-for-one, Table S1: I = 150 iterations of 2,880 or 1,920 training images, weights every 50
     of them, b_alpha = 512 = 17.8% of an even client's training images) on Fashion-MNIST at two scales."""
     from hetfl.algorithms import get_algorithm
     from hetfl.data import dataset_info
 
-    config = load_config([REPO / "config/paper.yaml", REPO / "config/paper_cpu.yaml"], root=REPO)
-    suite = build_suite(config)
+    suite = paper_cpu_suite
     full, default = suite.studies["collab_cifar_standin_full"], suite.studies["collab_cifar_standin"]
     assert "collab_cifar_standin_full" in suite.selected and "collab_cifar_standin" not in suite.selected
     assert sorted(full.runs) == sorted(default.runs) and full.claims == default.claims
