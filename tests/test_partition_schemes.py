@@ -42,10 +42,14 @@ SPECS = {
 
 
 def data_for(name):
-    return SYNTH if name == "natural" else IMAGES
+    return SYNTH if name.startswith("natural") else IMAGES
 
 
-ALL = [*SPECS.items(), ("natural", {"scheme": "natural", "test_fraction": 0.1})]
+ALL = [
+    *SPECS.items(),
+    ("natural", {"scheme": "natural", "test_fraction": 0.1}),
+    ("natural_range", {"scheme": "natural_range", "clients": 6, "test_fraction": 0.1}),  # every user
+]
 
 
 @pytest.mark.parametrize("name,spec", ALL, ids=[n for n, _ in ALL])
@@ -262,6 +266,38 @@ def test_natural_errors():
     assert e.value.key == f"{KEY}.test_fraction"
 
 
+def test_natural_range_takes_a_range_of_users_and_leaves_the_rest_out():
+    part = make_partition(
+        {"scheme": "natural_range", "first": 2, "clients": 3, "test_fraction": 0.1}, SYNTH, 0
+    )
+    assert part.num_clients == 3
+    for i, u in enumerate(range(2, 5)):
+        own = np.concatenate([part.train[i], part.test[i]])
+        assert (USERS[own] == u).all() and own.size == (USERS == u).sum()
+    whole = make_partition({"scheme": "natural", "test_fraction": 0.1}, SYNTH, seed=0)
+    first = make_partition({"scheme": "natural_range", "clients": 2, "test_fraction": 0.1}, SYNTH, seed=0)
+    for a, b in zip(first.train + first.test, whole.train[:2] + whole.test[:2], strict=True):
+        assert np.array_equal(a, b)  # from user 0: the natural split's first clients
+
+
+def test_natural_range_errors():
+    info = dataset_info({"name": "synthetic", "num_users": 7})
+    with pytest.raises(ConfigError) as e:
+        normalize_partition_spec({"scheme": "natural_range", "first": 5, "clients": 3}, KEY, info)
+    assert e.value.key == f"{KEY}.clients" and "clients 1 .. 2" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        normalize_partition_spec({"scheme": "natural_range"}, KEY, info)
+    assert e.value.key == f"{KEY}.clients"  # required
+    with pytest.raises(ConfigError) as e:
+        normalize_partition_spec(
+            {"scheme": "natural_range", "clients": 2}, KEY, dataset_info({"name": "mnist5k"})
+        )
+    assert e.value.key == f"{KEY}.scheme"
+    with pytest.raises(ConfigError) as e:
+        normalize_partition_spec({"scheme": "natural_range", "clients": 2, "first": -1}, KEY, info)
+    assert e.value.key == f"{KEY}.first"
+
+
 # ---------------------------------------------------------------------------------------------------
 # common keys, ids, errors
 
@@ -283,7 +319,11 @@ def test_normalize_fills_defaults_and_id_is_canonical():
 @pytest.mark.parametrize(
     "spec,bad_key,allowed",
     [
-        ({"scheme": "shards", "clients": 3}, "scheme", "clusters, dirichlet, iid, natural, pathological"),
+        (
+            {"scheme": "shards", "clients": 3},
+            "scheme",
+            "clusters, dirichlet, iid, natural, natural_range, pathological",
+        ),
         ({"clients": 3}, "scheme", "iid"),
         ({"scheme": "iid", "clients": 3, "alpha": 0.1}, "alpha", "clients, scheme, seed, test_fraction"),
         (

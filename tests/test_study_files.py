@@ -266,3 +266,38 @@ def test_the_cifar10_stand_ins_keep_the_papers_proportions(paper_cpu_suite):
         assert get_algorithm("all_for_one").Hyperparameters.from_dict(hp, "k").period() == period
         assert abs(period / iterations - 50 / 150) < 0.01
         assert (hp["momentum"], hp["weight_decay"], hp["batch_size"]) == (0.9, 0.0005, 16)
+
+
+def test_the_gldv2_stand_in_pretrains_on_a_public_part_its_users_never_hold():
+    """``ffgg_landmarks`` (default suite): the run ``public`` trains on the dataset's public users only, every
+    other run on its users only, the federation's FedAvg starts from the public model and Local from a random
+    start (``local_public``: from the public model); the output split is a large share of the CNN, as
+    ResNet-18's for GLDv2's 2,028 landmarks (about 8.5 %), the input split a small one."""
+    from hetfl.data import dataset_info
+    from hetfl.tools.split_shares import split_share
+
+    suite = build_suite(load_config([REPO / "config" / "config.yaml"], root=REPO))
+    study = suite.studies["ffgg_landmarks"]
+    info, users = dataset_info(study.dataset), study.dataset["users"]
+    assert info.num_users == users + study.dataset["public_users"]
+    ranges = {}
+    for label in study.runs:
+        part = study.spec(label).partition
+        assert part["scheme"] == "natural_range"
+        ranges[label] = range(part["first"], part["first"] + part["clients"])
+    assert ranges.pop("public") == range(users, info.num_users)
+    assert set(ranges.values()) == {range(0, users)}
+    init = {label: study.spec(label).settings["init_from"] for label in study.runs}
+    assert init["public"] is None and init["pretrain"] == "public" and init["local"] is None
+    assert (
+        init["local_public"] == "public"
+        and init["fedavg"] == "pretrain"
+        and init["ffgg_adapter"] == "pretrain"
+    )
+    shares = {}
+    for label in ("ffgg_input", "ffgg_output", "ffgg_adapter"):
+        total, personal = split_share(
+            study.spec(label).settings["model"], info.sample_shape, info.num_classes
+        )
+        shares[label] = personal / total
+    assert shares["ffgg_input"] < 0.01 and 0.05 < shares["ffgg_output"] < 0.2 and shares["ffgg_adapter"] < 0.1

@@ -8,12 +8,13 @@
   per-client train/test split (done by ``hetfl.data.partition``).
 """
 
-from hetfl.data.partitioners import clusters, dirichlet, iid, natural, pathological
+from hetfl.data.partitioners import clusters, dirichlet, iid, natural, natural_range, pathological
 
 SCHEME_MODULES = {
     "clusters": clusters,
     "dirichlet": dirichlet,
     "iid": iid,
     "natural": natural,
+    "natural_range": natural_range,
     "pathological": pathological,
 }
