@@ -81,10 +81,7 @@ def test_the_public_part_is_plain_disjoint_and_has_classes_of_its_own(monkeypatc
     public = dataset.users >= SMALL["users"]
     assert (dataset.y[public] >= landmarks).all() and (dataset.y[~public] < landmarks).all()
     assert np.array_equal(np.bincount(dataset.y[public] - landmarks), np.full(10, SMALL["public_per_class"]))
-    for u in range(SMALL["users"] + SMALL["public_users"]):  # train first, int((1 - f) n) of them
-        mine = dataset.split[dataset.users == u]
-        f = s["public_test_fraction"] if u >= SMALL["users"] else s["test_fraction"]
-        assert (mine == np.sort(mine)).all() and (mine == 0).sum() == int((1 - f) * mine.size)
+    assert dataset.split is None  # the partition draws each user's train/test division
 
 
 def test_a_landmarks_view_does_not_depend_on_the_users():

@@ -285,6 +285,7 @@ def test_the_gldv2_stand_in_pretrains_on_a_public_part_its_users_never_hold():
         part = study.spec(label).partition
         assert part["scheme"] == "natural_range"
         ranges[label] = range(part["first"], part["first"] + part["clients"])
+    assert study.partition["test_fraction"] == 0.5  # half of each user's photos held out, as in GLDv2
     assert ranges.pop("public") == range(users, info.num_users)
     assert set(ranges.values()) == {range(0, users)}
     init = {label: study.spec(label).settings["init_from"] for label in study.runs}

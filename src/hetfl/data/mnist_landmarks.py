@@ -25,17 +25,17 @@ mechanism on real digits, deterministically from ``seed``:
    ``user_classes: 1``) and a few photos cannot teach it, while the federation's photos can.
 4. **Photos.** Each photo is a distinct source image of its landmark's class rendered in the landmark's
    view; a source image is used at most once in the whole dataset.
-5. **Train and test within each user:** its photos shuffled, the first int((1 − ``test_fraction``) n_u) for
-   training (``test_fraction`` 0.5 as in GLDv2); users are the natural users 0 .. U − 1.
+5. **Users** are the natural users 0 .. U − 1, with no train/test division of their own: the partition
+   draws it within each user, e.g. ``partition: {scheme: natural_range, first: 0, clients: U,
+   test_fraction: 0.5}`` (half of each user's photos held out, as in GLDv2).
 6. **The public part** stands for ImageNet: ``public_per_class`` plain source images of every class (no
    landmark's view, none a user's) with classes of their own, L .. L + 9, as ImageNet's classes are not
    landmarks; so the model has L + 10 outputs. It is dealt round-robin into ``public_users`` further users
-   U .. U + ``public_users`` − 1, each holding out ``public_test_fraction`` of its images.
-   ``partition: {scheme: natural_range, first: 0, clients: U}`` makes the users the clients;
-   ``{scheme: natural_range, first: U, clients: public_users}`` the public part (a pretraining run's).
+   U .. U + ``public_users`` − 1: ``{scheme: natural_range, first: U, clients: public_users}`` in a
+   pretraining run's own ``partition``.
 
 Streams: ``numpy`` ``SeedSequence(seed)`` spawned by purpose (0: the landmarks' popularity, then the users'
-sizes and landmarks; 1: which images; 2: the train/test order; (3, ℓ): landmark ℓ's view), so a landmark's
+sizes and landmarks; 1: which images; 2: each user's order; (3, ℓ): landmark ℓ's view), so a landmark's
 popularity and view do not depend on the number of users. The data job writes ``landmarks.json`` beside the
 data: each landmark's class, popularity and view, each user's size and landmarks. The images come from
 ``hetfl.data.mnist`` (verified by their content's hash).
@@ -56,7 +56,6 @@ from hetfl.data.dataset import NORMALIZATIONS, Dataset, DatasetInfo, normalize_p
 from hetfl.data.idx_sources import load_idx_images
 from hetfl.data.mnist import SAMPLE_SHAPE
 from hetfl.data.mnist_writers import CLASS_COUNTS, SOURCES
-from hetfl.data.partitioners.common import min_client_size, num_train
 from hetfl.data.source import DatasetSource
 from hetfl.data.writer_style import StyleRanges, draw_style, render
 from hetfl.errors import ConfigError
@@ -103,27 +102,18 @@ def plan(spec: dict, key: str = "dataset") -> Plan:
     """Sizes, landmarks and the public part of a normalized spec (steps 2, 3 and 6 of the module docstring).
 
     Raises:
-        ConfigError: ``size_min`` > ``size_max``; ``size_min`` too small for one train and one test photo
-            at ``test_fraction``; ``public_per_class`` too small to give every public user a train and a
-            test image; more images of a class demanded than the source has (naming ``users``).
+        ConfigError: ``size_min`` > ``size_max``; ``public_per_class`` too small to give every public user
+            two images (one to train on, one to test); more images of a class demanded than the source has
+            (naming ``users``).
     """
     if spec["size_min"] > spec["size_max"]:
         raise ConfigError(f"{key}.size_min", f"{spec['size_min']} > size_max {spec['size_max']}")
-    need = min_client_size(spec["test_fraction"])
-    if spec["size_min"] < need:
-        raise ConfigError(
-            f"{key}.size_min",
-            f"{spec['size_min']} photos leave a user without a train or a test photo at test_fraction "
-            f"{spec['test_fraction']}; needs >= {need}",
-        )
-    public_need = min_client_size(spec["public_test_fraction"])
     public_total = SOURCE_CLASSES * spec["public_per_class"]
-    if public_total < public_need * spec["public_users"]:
+    if public_total < 2 * spec["public_users"]:
         raise ConfigError(
             f"{key}.public_per_class",
-            f"{public_total} public images dealt to {spec['public_users']} public users leave one without a "
-            f"train or a test image at public_test_fraction {spec['public_test_fraction']}; needs >= "
-            f"{-(-public_need * spec['public_users'] // SOURCE_CLASSES)}",
+            f"{public_total} public images dealt to {spec['public_users']} public users leave one with fewer "
+            f"than 2 (one to train on, one to test); needs >= {-(-2 * spec['public_users'] // SOURCE_CLASSES)}",
         )
     rng = _streams(spec["seed"], 0)
     users, landmarks = spec["users"], SOURCE_CLASSES * spec["landmarks_per_class"]
@@ -174,9 +164,8 @@ def build(spec: dict, images: np.ndarray, labels: np.ndarray) -> tuple[Dataset, 
         spec: the normalized spec; images: uint8 ``[n, 1, 28, 28]`` (0..255); labels: int64 ``[n]``.
 
     Returns:
-        the dataset (user by user, each user's training photos then its test photos, the public users last)
-        and its record: each landmark's ``class``, ``popularity`` and view numbers, each user's ``size``,
-        ``train`` and ``landmarks``.
+        the dataset (user by user, each user's photos in a drawn order, the public users last) and its record:
+        each landmark's ``class``, ``popularity`` and view numbers, each user's ``size`` and ``landmarks``.
     """
     p = plan(spec)
     pick = _streams(spec["seed"], 1)
@@ -194,29 +183,26 @@ def build(spec: dict, images: np.ndarray, labels: np.ndarray) -> tuple[Dataset, 
     ]
     pixels = images / 255.0
     order_rng = _streams(spec["seed"], 2)
-    xs, ys, users, split, user_records = [], [], [], [], []
+    xs, ys, users, user_records = [], [], [], []
 
-    def add(u: int, x: np.ndarray, y: np.ndarray, test_fraction: float) -> int:
+    def add(u: int, x: np.ndarray, y: np.ndarray) -> None:
         perm = order_rng.permutation(len(y))
-        k = num_train(len(y), test_fraction)
         xs.append(x[perm])
         ys.append(y[perm])
         users.append(np.full(len(y), u, dtype=np.int64))
-        split.append(np.repeat(np.array([0, 1], np.int8), [k, len(y) - k]))
-        return k
 
     for u, row in enumerate(p.counts):
         owned = np.flatnonzero(row)
         parts = [render(pixels[take(ell % SOURCE_CLASSES, int(row[ell]))], views[ell]) for ell in owned]
         y = np.repeat(owned, row[owned]).astype(np.int64)
-        k = add(u, np.concatenate(parts), y, spec["test_fraction"])
-        user_records.append({"user": u, "size": int(row.sum()), "train": k, "landmarks": owned.tolist()})
+        add(u, np.concatenate(parts), y)
+        user_records.append({"user": u, "size": int(row.sum()), "landmarks": owned.tolist()})
     for j, row in enumerate(p.public):
         rows = np.concatenate([take(c, int(row[c])) for c in range(SOURCE_CLASSES)])
         y = p.landmarks + np.repeat(np.arange(SOURCE_CLASSES), row).astype(np.int64)
         u = len(p.counts) + j
-        k = add(u, pixels[rows], y, spec["public_test_fraction"])
-        user_records.append({"user": u, "public": True, "size": int(row.sum()), "train": k})
+        add(u, pixels[rows], y)
+        user_records.append({"user": u, "public": True, "size": int(row.sum())})
     x = normalize_pixels(np.concatenate(xs), spec["normalize"], 1.0)
     dataset = Dataset(
         "mnist_landmarks",
@@ -224,7 +210,6 @@ def build(spec: dict, images: np.ndarray, labels: np.ndarray) -> tuple[Dataset, 
         np.concatenate(ys),
         p.landmarks + SOURCE_CLASSES,
         users=np.concatenate(users),
-        split=np.concatenate(split),
     )
     landmark_records = [
         {"landmark": ell, "class": ell % SOURCE_CLASSES, "popularity": float(p.popularity[ell])}
@@ -248,10 +233,8 @@ class Options(ConfigOptions):
     user_classes: int = option(1, lo=1, hi=SOURCE_CLASSES)
     user_landmarks: float = option(4.0, lo=1.0, hi=100.0)
     popularity: float = option(1.0, lo=0.0, hi=5.0)
-    test_fraction: float = option(0.5, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     public_per_class: int = option(200, lo=1, hi=6000)
     public_users: int = option(10, lo=1, hi=1000)
-    public_test_fraction: float = option(0.2, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     rotation: float = option(15.0, lo=0.0, hi=90.0)
     shear: float = option(20.0, lo=0.0, hi=60.0)
     scale: float = option(0.15, lo=0.0, hi=1.0)
@@ -283,7 +266,6 @@ class MNISTLandmarks(DatasetSource):
             sample_shape=SAMPLE_SHAPE,
             num_users=int(p.user_sizes.size),
             user_counts=p.user_sizes,
-            predefined_split=True,
         )
 
     @classmethod
