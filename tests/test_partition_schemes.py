@@ -296,6 +296,12 @@ def test_natural_range_errors():
     with pytest.raises(ConfigError) as e:
         normalize_partition_spec({"scheme": "natural_range", "clients": 2, "first": -1}, KEY, info)
     assert e.value.key == f"{KEY}.first"
+    own_split = DatasetInfo(
+        "leafy", 10, 2, None, (3,), num_users=2, user_counts=np.array([5, 5]), predefined_split=True
+    )
+    with pytest.raises(ConfigError) as e:  # it would re-split the users silently
+        normalize_partition_spec({"scheme": "natural_range", "clients": 2}, KEY, own_split)
+    assert e.value.key == f"{KEY}.scheme" and e.value.allowed == ["natural"]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
     """The range lies within the dataset's users, and every user in it has enough samples.
 
     Raises:
-        ConfigError: the dataset has no users (``key.scheme``), the range ends past the last user
+        ConfigError: the dataset has no users or carries its own train/test division, which this scheme
+            would not keep (``key.scheme``), the range ends past the last user
             (``key.clients``, naming the allowed largest), or a user in it is too small for a train and a
             test sample (``key.test_fraction``).
     """
@@ -40,6 +41,13 @@ def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
             f"'natural_range' needs a dataset with natural users; {info.name!r} has none",
             allowed=("clusters", "dirichlet", "iid", "pathological"),
         )
+    if info.predefined_split:  # the partition core keeps a dataset's own division for `natural` only
+        raise ConfigError(
+            f"{key}.scheme",
+            f"{info.name!r} carries its own train/test division, which 'natural_range' would not keep (it draws "
+            "each user's at test_fraction): use 'natural', or data without a division (mnist_landmarks has none)",
+            allowed=("natural",),
+        )
     if spec["first"] + spec["clients"] > info.num_users:
         raise ConfigError(
             f"{key}.clients",
@@ -47,7 +55,7 @@ def validate(spec: dict, key: str, info: DatasetInfo) -> dict:
             f"0 .. {info.num_users - 1} (allowed with first {spec['first']}: clients 1 .. "
             f"{max(info.num_users - spec['first'], 0)})",
         )
-    if info.user_counts is not None and not info.predefined_split:
+    if info.user_counts is not None:
         need = min_client_size(spec["test_fraction"])
         counts = info.user_counts[spec["first"] : spec["first"] + spec["clients"]]
         small = np.flatnonzero(counts < need)
