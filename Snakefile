@@ -32,6 +32,7 @@ localrules:
     claims,
     figure,
     report_tables,
+    splits,
     tune,
     tuning_table,
 

@@ -61,3 +61,29 @@ def test_the_ffgg_notes_table_is_the_tools_output():
     assert found, "docs/papers/ffgg.md lost its split-shares table"
     config = load_config([root / "config/config.yaml"], root)
     assert found.group(2) == markdown(study_rows(config, found.group(1).split(",")))
+
+
+def test_a_studys_splits_are_its_personalized_runs_only():
+    """The ``splits`` stage's rows (hetfl.pipeline.splits): one per run with a split, none for a study without."""
+    from hetfl.pipeline.config import build_suite
+    from hetfl.pipeline.splits import splits_table, study_splits
+
+    runs = {
+        "fedavg": {"algorithm": "fedavg"},
+        "a": {"algorithm": "fedalt", "model": {"split": "output"}},
+        "b": {"algorithm": "fedsim", "model": {"split": "output"}},
+    }
+    study = {
+        "dataset": {"name": "mnist5k"},
+        "partition": {"scheme": "iid", "clients": 4},
+        "model": {"name": "dnn", "hidden": 8},
+        "rounds": 1,
+        "seeds": [0],
+        "runs": runs,
+    }
+    suite = build_suite({"studies": {"s": study, "plain": {**study, "runs": {"fedavg": runs["fedavg"]}}}})
+    splits = study_splits(suite.studies["s"])
+    assert list(splits) == ["a", "b"] and splits["a"]["sample_shape"] == [1, 28, 28]
+    table = splits_table(splits)
+    assert table["personal"].tolist() == [90, 90] and table["parameters"].tolist() == [6370, 6370]
+    assert study_splits(suite.studies["plain"]) == {}

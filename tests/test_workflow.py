@@ -25,6 +25,12 @@ pytestmark = pytest.mark.workflow
 
 STUDY = {
     **TINY_STUDY,
+    # a run with a personal part: its share of the model is tabulated (results/tables/<study>/splits.md)
+    "runs": {
+        **TINY_STUDY["runs"],
+        "fedalt_output": {"algorithm": "fedalt", "model": {"name": "dnn", "hidden": 4, "split": "output"}},
+        "fedalt_input": {"algorithm": "fedalt", "model": {"name": "dnn", "hidden": 4, "split": "input"}},
+    },
     "figures": [
         "test_acc_personal",
         {"name": "losses", "metrics": ["train_loss_personal", "train_loss_global"]},
@@ -37,6 +43,8 @@ STUDY = {
 def repo(tmp_path_factory) -> Path:
     """A copy of the workflow and library with the tiny study as its config, after one full run."""
     root = copy_repo(tmp_path_factory.mktemp("wf"), {"studies": {"tiny": STUDY}})
+    # the runs in STUDY's order, not sorted (splits.md keeps a study's order)
+    (root / "config/config.yaml").write_text(yaml.safe_dump({"studies": {"tiny": STUDY}}, sort_keys=False))
     snakemake(root)
     return root
 
@@ -67,6 +75,33 @@ def test_one_command_produces_every_output(repo):
     for fig in ("test_acc_personal", "losses"):
         for ext in ("png", "pdf"):
             assert (repo / f"results/figures/tiny/{fig}.{ext}").stat().st_size > 1000
+
+
+def test_each_personalized_runs_split_and_its_share_are_tabulated(repo):
+    table = pd.read_csv(repo / "results/tables/tiny/splits.csv")
+    # the runs with a split, in the study's order (not sorted); the other runs share the whole model
+    assert table[["run", "split"]].values.tolist() == [["fedalt_output", "output"], ["fedalt_input", "input"]]
+    parameters, personal = 64 * 4 + 4 + 4 * 10 + 10, 4 * 10 + 10  # digits 8x8 -> 4 hidden -> 10 classes
+    assert table[["parameters", "personal"]].values.tolist() == [
+        [parameters, personal],
+        [parameters, 64 * 4 + 4],
+    ]
+    assert table["share_pct"][0] == pytest.approx(100 * personal / parameters, abs=1e-3)  # 6 digits
+    assert (
+        "| fedalt_output | dnn (hidden 4) | output | 310 | 50 | 16.13 |"
+        in (repo / "results/tables/tiny/splits.md").read_text()
+    )
+
+
+def test_editing_a_models_code_recounts_its_shares(repo):
+    path = repo / "src/hetfl/models/dnn.py"
+    original = path.read_text()
+    try:
+        path.write_text(original + "\n_CHANGED = True\n")
+        rules = sorted(rule for rule, w in planned(repo) if rule != "train" or w["run"].startswith("fedalt"))
+        assert "splits" in rules and rules.count("train") == 4  # the dnn runs' seeds and their table
+    finally:
+        path.write_text(original)
 
 
 def test_a_run_starts_from_another_runs_final_model(repo):

@@ -21,3 +21,18 @@ rule aggregate:
         tuned=get_study_tuned,
     script:
         "../scripts/aggregate.py"
+
+
+rule splits:
+    output:
+        csv="results/tables/{study}/splits.csv",
+        markdown="results/tables/{study}/splits.md",
+    log:
+        "logs/splits/{study}.log",
+    conda:
+        ENV
+    params:
+        code=get_splits_code,
+        splits=get_study_splits,
+    script:
+        "../scripts/splits.py"

@@ -26,9 +26,11 @@ from hetfl.pipeline.config import (
     data_fingerprint,
     expand_study_files,
     partition_fingerprint,
+    splits_fingerprint,
     train_fingerprint,
 )
 from hetfl.pipeline.report import figure_about, study_about
+from hetfl.pipeline.splits import study_splits
 from hetfl.pipeline.resources import is_short, on_cuda, train_resources
 
 # profiles/slurm ships placeholders for the site settings: refuse to plan (and so to submit) with them.
@@ -372,6 +374,18 @@ def get_study_title(wildcards):
     return wildcards.study
 
 
+def get_study_splits(wildcards):
+    """Each run of the study whose model has a split: its model spec and the data's sample shape and outputs, as
+    [run, spec] pairs in the study's run order (canonical JSON would sort a mapping's keys)."""
+    return canonical_json([[run, spec] for run, spec in study_splits(STUDIES[wildcards.study]).items()])
+
+
+def get_splits_code(wildcards):
+    """The splits stage's code and the modules of the study's models (a model's code decides its parameters)."""
+    models = [s["model"] for s in study_splits(STUDIES[wildcards.study]).values()]
+    return splits_fingerprint(models)
+
+
 def get_study_claims(wildcards):
     return canonical_json(STUDIES[wildcards.study].claims)
 
@@ -409,6 +423,7 @@ def final_outputs():
         ]
         out += figure_files(name, "png") + figure_files(name, "pdf")
         out += [f"results/tables/{name}/tuning.csv"] if s.tuning else []
+        out += [f"results/tables/{name}/splits.md"] if study_splits(s) else []
     return sorted(set(out))
 
 

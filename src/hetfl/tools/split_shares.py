@@ -8,35 +8,23 @@ with that split (an adapter adds its own), the personal ones, and their share. T
 "personal input layer" means: in FFGG's ResNet-18 (TMLR 2025, Sec. 5.3; Pillutla et al., ICML 2022) the
 first convolution is a hundredth of a percent of the model, in a 784-64-10 perceptron it is almost all of it.
 Reads the studies as the workflow does (``hetfl.pipeline.config.load_config``) and the datasets' info
-(``hetfl.data.registry.dataset_info``: no data is loaded).
+(``hetfl.data.registry.dataset_info``: no data is loaded). The workflow writes each study's own table, one row
+per run, as ``results/tables/<study>/splits.md`` (``hetfl.pipeline.splits``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 
-from hetfl.data.registry import dataset_info
-from hetfl.models import build_model
 from hetfl.pipeline.config import build_suite, load_config
+from hetfl.pipeline.splits import format_share, model_label, split_share, study_splits
 
-
-def split_share(model_spec: dict, sample_shape: tuple[int, ...], num_outputs: int) -> tuple[int, int]:
-    """``(parameters, personal parameters)`` of one client's model under a normalized model spec's split.
-
-    Args:
-        model_spec: a normalized ``model`` spec (``hetfl.models.normalize_model_spec``).
-        sample_shape: one sample's shape; num_outputs: classes or targets.
-
-    Raises:
-        ValueError: the model cannot take this input (``hetfl.models.build_model``).
-    """
-    model = build_model(model_spec, sample_shape, num_outputs)
-    return model.num_parameters(), model.num_parameters(model.personal_keys())
+__all__ = ["markdown", "split_share", "study_rows"]
 
 
 def study_rows(config: dict, select: list[str] | None = None) -> list[tuple[str, str, str, int, int]]:
-    """``(study, model, split, parameters, personal)`` for every split a study's runs use, in study order.
+    """``(study, model, split, parameters, personal)`` for every split a study's runs use, in study order,
+    each (model, split) once per study (``hetfl.pipeline.splits.study_splits``).
 
     Args:
         config: a suite config with its study files loaded (``hetfl.pipeline.config.load_config``).
@@ -51,23 +39,13 @@ def study_rows(config: dict, select: list[str] | None = None) -> list[tuple[str,
         if select and name not in select:
             continue
         seen = set()
-        for label in study.runs:
-            spec = json.loads(study.run_json(label))
-            model = spec.get("model") or {}
-            if model.get("split", "none") == "none" or "dataset" not in spec:
+        for s in study_splits(study).values():
+            label = model_label(s["model"])
+            if (label, s["model"]["split"]) in seen:
                 continue
-            skip = {"name", "split"}  # and the adapter options the split does not use
-            if model["split"] != "adapter":
-                skip |= {"adapter_rank", "adapter_kind"}
-            elif model.get("adapter_kind") == "residual":
-                skip |= {"adapter_rank"}
-            options = ", ".join(f"{k} {v}" for k, v in model.items() if k not in skip)
-            if (options, model["split"]) in seen:
-                continue
-            seen.add((options, model["split"]))
-            info = dataset_info(spec["dataset"])
-            total, personal = split_share(model, info.sample_shape, info.num_outputs or info.num_classes)
-            out.append((name, f"{model['name']} ({options})", model["split"], total, personal))
+            seen.add((label, s["model"]["split"]))
+            total, personal = split_share(s["model"], s["sample_shape"], s["num_outputs"])
+            out.append((name, label, s["model"]["split"], total, personal))
     return out
 
 
@@ -76,7 +54,7 @@ def markdown(rows: list[tuple[str, str, str, int, int]]) -> str:
     lines = ["| study | model | split | parameters | personal | share, % |", "|---|---|---|---|---|---|"]
     for study, model, split, total, personal in rows:
         lines.append(
-            f"| `{study}` | {model} | {split} | {total:,} | {personal:,} | {100 * personal / total:.2f} |"
+            f"| `{study}` | {model} | {split} | {total:,} | {personal:,} | {format_share(100 * personal / total)} |"
         )
     return "\n".join(lines)
 

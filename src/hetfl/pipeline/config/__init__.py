@@ -33,6 +33,7 @@ from hetfl.pipeline.config.fingerprints import (
     data_modules,
     partition_fingerprint,
     partition_modules,
+    splits_fingerprint,
     train_fingerprint,
     train_modules,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "merge_config",
     "partition_fingerprint",
     "partition_modules",
+    "splits_fingerprint",
     "resolve_extends",
     "resolve_run",
     "resolve_study",

@@ -63,3 +63,12 @@ def partition_fingerprint(partition: dict[str, Any]) -> str:
     from hetfl.fingerprint import stage_fingerprint
 
     return stage_fingerprint("partition", partition_modules(partition))
+
+
+def splits_fingerprint(models: list[dict[str, Any]]) -> str:
+    """The code fingerprint of a study's ``splits`` job: its script and the modules of the models it builds
+    (normalized specs; ``hetfl.models.model_modules``), so editing a model's code recounts its shares."""
+    from hetfl.fingerprint import stage_fingerprint
+    from hetfl.models import model_modules
+
+    return stage_fingerprint("splits", sorted({m for model in models for m in model_modules(model)}))
