@@ -87,3 +87,14 @@ def test_a_studys_splits_are_its_personalized_runs_only():
     table = splits_table(splits)
     assert table["personal"].tolist() == [90, 90] and table["parameters"].tolist() == [6370, 6370]
     assert study_splits(suite.studies["plain"]) == {}
+
+
+def test_a_models_label_names_the_rank_of_lora_adapters_only():
+    from hetfl.pipeline.splits import model_label
+
+    def label(**spec):
+        return model_label(normalize_model_spec({"split": "adapter", **spec}, "model"))
+
+    assert "adapter_rank 4" in label(name="cnn", channels=[8, 16], hidden=32)  # LoRA, the CNN's default
+    assert "adapter_rank" not in label(name="cnn", channels=[8, 16], hidden=32, adapter_kind="residual")
+    assert "adapter_rank" not in label(name="resnet18")  # its own residual adapters (module_adapters)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from hetfl.models import build_model
+from hetfl.models import build_model, model_class
 
 COLUMNS = ["run", "model", "split", "parameters", "personal", "share_pct"]
 RESIDUAL_ONLY = frozenset(
@@ -40,12 +40,15 @@ def split_share(model_spec: dict, sample_shape: tuple[int, ...], num_outputs: in
 
 def model_label(model: dict) -> str:
     """A model spec as a short label: its name and the options its split uses, e.g.
-    ``cnn (adapter_kind residual, channels [8, 16], hidden 32, kernel 3)``, options by name; an adapter's rank only for LoRA."""
+    ``cnn (adapter_kind residual, channels [8, 16], hidden 32, kernel 3)``, options by name; an adapter's rank only for LoRA (not
+    for residual adapters, ``adapter_kind: residual`` or a module's own, ``ModuleModel.module_adapters``)."""
     skip = {"name", "split"}
     if model["split"] != "adapter":
         skip |= {"adapter_rank", "adapter_kind"}
-    elif model.get("adapter_kind") == "residual" or model["name"] in RESIDUAL_ONLY:
-        skip |= {"adapter_rank"}
+    elif model.get("adapter_kind") == "residual" or getattr(
+        model_class(model["name"]), "module_adapters", False
+    ):
+        skip |= {"adapter_rank"}  # residual adapters, the CNN's or a module's own (resnet18's): no rank
     return f"{model['name']} ({', '.join(f'{k} {v}' for k, v in sorted(model.items()) if k not in skip)})"
 
 
