@@ -2,6 +2,7 @@
 # All logic lives in hetfl.pipeline.config; a bad config stops here, before any job runs.
 import json
 import os
+from functools import cache
 import re
 import sys
 from pathlib import Path
@@ -374,15 +375,21 @@ def get_study_title(wildcards):
     return wildcards.study
 
 
+@cache
+def splits_of(study):
+    """hetfl.pipeline.splits.study_splits of a study, once per planning (the data's info read once)."""
+    return study_splits(STUDIES[study])
+
+
 def get_study_splits(wildcards):
     """Each run of the study whose model has a split: its model spec and the data's sample shape and outputs, as
     [run, spec] pairs in the study's run order (canonical JSON would sort a mapping's keys)."""
-    return canonical_json([[run, spec] for run, spec in study_splits(STUDIES[wildcards.study]).items()])
+    return canonical_json([[run, spec] for run, spec in splits_of(wildcards.study).items()])
 
 
 def get_splits_code(wildcards):
     """The splits stage's code and the modules of the study's models (a model's code decides its parameters)."""
-    models = [s["model"] for s in study_splits(STUDIES[wildcards.study]).values()]
+    models = [s["model"] for s in splits_of(wildcards.study).values()]
     return splits_fingerprint(models)
 
 
@@ -423,7 +430,7 @@ def final_outputs():
         ]
         out += figure_files(name, "png") + figure_files(name, "pdf")
         out += [f"results/tables/{name}/tuning.csv"] if s.tuning else []
-        out += [f"results/tables/{name}/splits.md"] if study_splits(s) else []
+        out += [f"results/tables/{name}/splits.md"] if splits_of(name) else []
     return sorted(set(out))
 
 
